@@ -1,0 +1,28 @@
+//! `wedge-core`: the spine every Wedge module stands on.
+//!
+//! - [`message`]: KubeEdge's message envelope, byte-compatible with edgecore.
+//! - [`bus`]: the in-process bus (KubeEdge's beehive) with bounded mailboxes and sync replies.
+//! - [`module`]: the module contract and the supervisor that restarts failed modules.
+//! - [`store`]: the node's SQLite database with a single group-committing writer.
+//! - [`config`]: the `edgecore.yaml` model, defaults and validation.
+//! - [`health`] and [`metrics`]: what `/healthz` and `/metrics` report.
+//!
+//! This crate depends on no other Wedge crate; every module crate depends on it.
+
+#![warn(missing_docs)]
+
+pub mod bus;
+pub mod config;
+pub mod health;
+pub mod message;
+pub mod metrics;
+pub mod module;
+pub mod resource;
+pub mod store;
+pub mod time;
+
+pub use bus::{Bus, BusError, Mailbox};
+pub use message::{Content, Header, Message, Route};
+pub use module::{Module, ModuleContext, ModuleError, Supervisor};
+pub use resource::Resource;
+pub use store::{Store, StoreError};
