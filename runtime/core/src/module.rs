@@ -131,6 +131,19 @@ impl Default for SupervisionSettings {
     }
 }
 
+impl SupervisionSettings {
+    /// The settings `wedge.supervision` asks for; the rest keep their defaults.
+    pub fn from_config(config: &crate::config::SupervisionSettings) -> SupervisionSettings {
+        SupervisionSettings {
+            ping_interval: Duration::from_secs(u64::from(config.ping_interval.max(1))),
+            ping_misses: config.ping_misses.max(1),
+            backoff_initial: Duration::from_millis(config.restart_backoff_initial_ms.max(1)),
+            backoff_max: Duration::from_millis(config.restart_backoff_max_ms.max(1)),
+            ..SupervisionSettings::default()
+        }
+    }
+}
+
 struct Supervised {
     name: &'static str,
     token: CancellationToken,

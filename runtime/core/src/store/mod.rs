@@ -24,15 +24,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::metrics::{Histogram, PromWriter};
 use writer::{Job, WriteJob};
 
-/// How hard SQLite syncs each commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Synchronous {
-    /// fsync the WAL on every commit: a committed write survives power loss.
-    Full,
-    /// fsync only at checkpoints: survives a process crash, may lose the last commits on power
-    /// loss. Faster on slow disks.
-    Normal,
-}
+/// How hard SQLite syncs each commit (`wedge.store.synchronous`).
+pub use crate::config::Synchronous;
 
 /// Tuning of an opened store.
 #[derive(Debug, Clone)]

@@ -1,0 +1,125 @@
+//! The `wedge` section: settings that only Wedge has (not in KubeEdge).
+
+use serde::{Deserialize, Serialize};
+
+use super::serde_util::null_as_default;
+
+/// `wedge`: Wedge's own knobs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct WedgeSettings {
+    /// State directory. Empty = decided at run time (see
+    /// [`WedgeSettings::resolve_data_dir`]) so one file works for root and
+    /// for a normal user.
+    pub data_dir: String,
+    /// Admin HTTP listen address (healthz, metrics); a socket address.
+    pub admin_addr: String,
+    /// Log output format.
+    pub log_format: LogFormat,
+    /// Metadata store tuning.
+    #[serde(deserialize_with = "null_as_default")]
+    pub store: StoreSettings,
+    /// In-process message bus tuning.
+    #[serde(deserialize_with = "null_as_default")]
+    pub bus: BusSettings,
+    /// Module supervision (liveness pings and restarts).
+    #[serde(deserialize_with = "null_as_default")]
+    pub supervision: SupervisionSettings,
+}
+
+impl Default for WedgeSettings {
+    fn default() -> Self {
+        Self {
+            data_dir: String::new(),
+            admin_addr: "127.0.0.1:10240".to_owned(),
+            log_format: LogFormat::Human,
+            store: StoreSettings::default(),
+            bus: BusSettings::default(),
+            supervision: SupervisionSettings::default(),
+        }
+    }
+}
+
+/// `wedge.logFormat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One readable line per event (for terminals and journald).
+    #[default]
+    Human,
+    /// One JSON object per line (for log shippers).
+    Json,
+}
+
+/// `wedge.store`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct StoreSettings {
+    /// Most writes committed in one SQLite transaction (group commit);
+    /// 1..=65536. Larger = fewer fsyncs under load, longer single commits.
+    pub max_batch: u32,
+    /// SQLite `PRAGMA synchronous`.
+    pub synchronous: Synchronous,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            max_batch: 512,
+            synchronous: Synchronous::Full,
+        }
+    }
+}
+
+/// `wedge.store.synchronous`: the SQLite durability level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Synchronous {
+    /// fsync on every commit: a committed write survives power loss.
+    #[default]
+    Full,
+    /// fsync at WAL checkpoints only: faster, the last commits may be lost
+    /// on power loss (never corrupted).
+    Normal,
+}
+
+/// `wedge.bus`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct BusSettings {
+    /// Messages each module's mailbox holds before senders wait; 1..=1_000_000.
+    pub queue_capacity: u32,
+}
+
+impl Default for BusSettings {
+    fn default() -> Self {
+        Self {
+            queue_capacity: 1024,
+        }
+    }
+}
+
+/// `wedge.supervision`: how hung or crashed modules are detected and restarted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct SupervisionSettings {
+    /// Seconds between liveness pings to each module; >= 1.
+    pub ping_interval: u32,
+    /// Consecutive unanswered pings before a module is restarted; >= 1.
+    pub ping_misses: u32,
+    /// First restart delay in milliseconds; >= 1 and <= `restartBackoffMaxMs`.
+    pub restart_backoff_initial_ms: u64,
+    /// Cap of the growing restart delay in milliseconds; >= 1.
+    pub restart_backoff_max_ms: u64,
+}
+
+impl Default for SupervisionSettings {
+    fn default() -> Self {
+        Self {
+            ping_interval: 5,
+            ping_misses: 3,
+            restart_backoff_initial_ms: 100,
+            restart_backoff_max_ms: 30_000,
+        }
+    }
+}

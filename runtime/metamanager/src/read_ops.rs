@@ -1,0 +1,194 @@
+//! `query`, and the remote calls that go through the cloud.
+//!
+//! Objects the cloud owns and edged needs fresh (configmaps, secrets, tokens, leases...) are
+//! asked of the cloud while it is connected; the answer is cached in `meta` so the node can
+//! answer the same query from the cache when the cloud is away.
+
+use wedge_core::message::module;
+use wedge_core::{Content, Message, Resource};
+
+use crate::meta_table;
+use crate::process::Processor;
+use crate::routing::Router;
+
+/// Resource types a query asks the cloud for while connected (KubeEdge's remote types).
+const REMOTE_TYPES: &[&str] = &[
+    "configmap",
+    "secret",
+    "persistentvolume",
+    "persistentvolumeclaim",
+    "volumeattachment",
+    "serviceaccounttoken",
+    "lease",
+    "certificatesigningrequest",
+];
+
+fn is_remote(resource: &Resource<'_>) -> bool {
+    REMOTE_TYPES.contains(&resource.kind)
+        || (resource.kind == "k8s" && resource.name == Some("ca.crt"))
+}
+
+impl Processor {
+    /// `query`: remote types go to the cloud while connected; everything else (and everything
+    /// while offline) is answered from SQLite with a JSON array of the stored values.
+    pub(crate) async fn query(&self, msg: Message) {
+        let Some((key, _)) = self.resource_of(&msg, false).await else {
+            return;
+        };
+        let remote = Resource::parse(&key).is_ok_and(|r| is_remote(&r) && !r.is_list());
+        if remote && self.router.is_connected() {
+            return self.remote(msg, true).await;
+        }
+        let (router, store) = (self.router.clone(), self.store.clone());
+        // Queued behind earlier writes, so the query sees them.
+        self.later(async move { answer_locally(&router, &store, &msg, None).await })
+            .await;
+    }
+
+    /// Sends `msg` to the cloud under a fresh id and relays the cloud's answer to the requester
+    /// (with the requester's id as `parent_msg_id`), acknowledging the answer to the cloud.
+    /// With `cache`, the answer is stored (and a failed call falls back to the stored copy).
+    pub(crate) async fn remote(&self, msg: Message, cache: bool) {
+        if !self.router.is_connected() {
+            let router = self.router.clone();
+            return self
+                .later(async move {
+                    router
+                        .reply_error(&msg, "failed to process remote: not connected")
+                        .await
+                })
+                .await;
+        }
+        let (router, store) = (self.router.clone(), self.store.clone());
+        let timeout = self.settings.remote_query_timeout;
+        let token = self.token.clone();
+        // Not on the ordered stage: a 60 s wait for the cloud must not hold up other messages.
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = token.cancelled() => {}
+                _ = remote_call(router, store, msg, cache, timeout) => {}
+            }
+        });
+    }
+}
+
+async fn remote_call(
+    router: Router,
+    store: wedge_core::Store,
+    msg: Message,
+    cache: bool,
+    timeout: std::time::Duration,
+) {
+    let request = msg.with_new_id();
+    let cloud = router.cloud_module().to_owned();
+    let reply = match router.bus().send_sync(&cloud, request, timeout).await {
+        Ok(reply) if reply.route.operation == wedge_core::message::operation::ERROR => {
+            Err(String::from_utf8_lossy(&reply.content.to_bytes()).into_owned())
+        }
+        Ok(reply) => Ok(reply),
+        Err(e) => Err(e.to_string()),
+    };
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(text) if cache => {
+            return answer_locally(&router, &store, &msg, Some(text)).await;
+        }
+        Err(text) => {
+            return router
+                .reply_error(&msg, format!("failed to process remote: {text}"))
+                .await;
+        }
+    };
+    if cache {
+        match cacheable_value(&reply.content) {
+            Ok(value) => {
+                let key = msg.route.resource.clone();
+                let kind = Resource::parse(&key)
+                    .map(|r| r.kind.to_owned())
+                    .unwrap_or_default();
+                if let Err(e) = store
+                    .write(move |c| meta_table::upsert(c, &key, &kind, &value))
+                    .await
+                {
+                    tracing::warn!(resource = %msg.route.resource, "remote answer not cached: {e}");
+                }
+            }
+            Err(text) => {
+                return router
+                    .reply_error(&msg, format!("failed to process remote: {text}"))
+                    .await;
+            }
+        }
+    }
+    let mut relayed = reply.clone();
+    relayed.header.parent_id = msg.header.id.clone();
+    router.reply(&msg, relayed).await;
+    router.to_cloud(reply.response(Content::ok())).await;
+}
+
+/// The value to cache from a cloud answer: `Object` of an `{"Object":…,"Err":…}` envelope
+/// (an `Err` refuses it), else the answer itself.
+fn cacheable_value(content: &Content) -> Result<String, String> {
+    if let Ok(serde_json::Value::Object(map)) = content.parse::<serde_json::Value>() {
+        if map.contains_key("Object") && map.contains_key("Err") {
+            if let Some(err) = map.get("Err").filter(|e| !e.is_null()) {
+                return Err(format!("the cloud answered with an error: {err}"));
+            }
+            let object = map.get("Object").cloned().unwrap_or_default();
+            return serde_json::to_string(&object).map_err(|e| e.to_string());
+        }
+    }
+    match content.as_string() {
+        Some(text) => Ok(text),
+        None => Ok(content.raw().to_owned()),
+    }
+}
+
+/// Answers a query from SQLite. `remote_failure` is why the cloud could not answer: then an
+/// empty cache is an error rather than an empty list.
+async fn answer_locally(
+    router: &Router,
+    store: &wedge_core::Store,
+    msg: &Message,
+    remote_failure: Option<String>,
+) {
+    let key = msg.route.resource.clone();
+    // The list form `<ns>/<type>` returns every object of the type, in all namespaces.
+    let list_of = Resource::parse(&key)
+        .ok()
+        .filter(|r| r.is_list())
+        .map(|r| r.kind.to_owned());
+    let values = store
+        .read(move |c| match list_of {
+            Some(kind) => meta_table::values_of_type(c, &kind),
+            None => Ok(meta_table::get(c, &key)?.into_iter().collect()),
+        })
+        .await;
+    let values = match (values, remote_failure) {
+        (Ok(values), Some(why)) if values.is_empty() => {
+            return router
+                .reply_error(
+                    msg,
+                    format!("failed to process remote: {why}; no cached copy"),
+                )
+                .await;
+        }
+        (Ok(values), _) => values,
+        (Err(e), _) => {
+            return router
+                .reply_error(msg, format!("query meta failed, {e}"))
+                .await;
+        }
+    };
+    let content = match Content::json(&values) {
+        Ok(c) => c,
+        Err(e) => {
+            return router
+                .reply_error(msg, format!("query meta failed, {e}"))
+                .await;
+        }
+    };
+    let mut reply = msg.response(content);
+    reply.route.source = module::METAMANAGER.to_owned();
+    router.reply(msg, reply).await;
+}
