@@ -1,1 +1,206 @@
+//! Support for Wedge's end-to-end tests: start the real `wedge` binary, talk to it over real
+//! sockets, and always stop what a test started.
+//!
+//! Tests that need a part that is missing (the binary not built, a port taken) fail with a
+//! message that says what is missing; nothing here skips.
 
+#![warn(missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// The `wedge` binary of the current build profile, next to the test executable's `deps/`.
+pub fn wedge_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let bin = profile_dir.join("wedge");
+    assert!(
+        bin.is_file(),
+        "the wedge binary is missing at {}: build it first with `cargo build --workspace --bins` \
+         (the README's test command does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+/// An HTTP/1.1 GET over a plain TCP socket; returns status code and body.
+pub fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("no HTTP status in {response:?}"))?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+/// The unprivileged identity daemons run as when the tests run as root.
+pub const NOBODY: u32 = 65534;
+
+/// True when the tests run as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Makes `path` owned by [`NOBODY`] (when running as root), so a daemon started as nobody can
+/// use it as its HOME or data directory.
+pub fn give_to_nobody(path: &Path) -> Result<()> {
+    if !is_root() {
+        return Ok(());
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: c_path is a valid NUL-terminated path; chown does not retain it.
+    let rc = unsafe { libc::chown(c_path.as_ptr(), NOBODY, NOBODY) };
+    if rc != 0 {
+        bail!(
+            "chown {} failed: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+/// A running `wedge` process; killed on drop if the test did not stop it.
+pub struct Daemon {
+    child: Child,
+    log: PathBuf,
+    _log_dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Starts `wedge` with `args`, a clean environment plus `env`, and stderr to a log file.
+    /// With `as_nobody` and when running as root, the process runs as [`NOBODY`].
+    pub fn start(args: &[&str], env: &[(&str, &Path)], as_nobody: bool) -> Result<Daemon> {
+        let log_dir = tempfile::tempdir()?;
+        let log = log_dir.path().join("wedge.log");
+        let log_file = std::fs::File::create(&log)?;
+        let mut cmd = Command::new(wedge_bin());
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file);
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        if as_nobody && is_root() {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(NOBODY).gid(NOBODY);
+        }
+        let child = cmd.spawn().context("cannot start the wedge binary")?;
+        Ok(Daemon {
+            child,
+            log,
+            _log_dir: log_dir,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything the daemon logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Polls `GET /healthz` until it answers 200, the process exits, or `timeout` passes.
+    pub fn wait_healthy(&mut self, admin: SocketAddr, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::from("no answer");
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "wedge exited with {status} before becoming healthy:\n{}",
+                    self.log()
+                );
+            }
+            match http_get(admin, "/healthz") {
+                Ok((200, body)) => return Ok(body),
+                Ok((code, body)) => last = format!("{code} {body}"),
+                Err(e) => last = e.to_string(),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!(
+            "wedge not healthy after {timeout:?} (last: {last}):\n{}",
+            self.log()
+        )
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, signal: i32) -> Result<()> {
+        // SAFETY: plain syscall on a pid we own.
+        if unsafe { libc::kill(self.child.id() as i32, signal) } != 0 {
+            bail!("kill failed: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        bail!("wedge still running after {timeout:?}:\n{}", self.log())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs `wedge` with `args` to completion; returns (success, stdout, stderr).
+pub fn wedge_cmd(args: &[&str]) -> Result<(bool, String, String)> {
+    let out = Command::new(wedge_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run the wedge binary")?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}

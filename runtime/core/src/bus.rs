@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::message::Message;
-use crate::metrics::PromWriter;
+use crate::metrics::{MetricsSource, PromWriter};
 
 /// Why a message could not be delivered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -300,9 +300,11 @@ impl Bus {
     pub fn pending_replies(&self) -> usize {
         lock(&self.inner.pending).len()
     }
+}
 
+impl MetricsSource for Bus {
     /// Writes per-module mailbox metrics.
-    pub fn write_metrics(&self, w: &mut PromWriter) {
+    fn write_metrics(&self, w: &mut PromWriter) {
         let modules = read(&self.inner.modules);
         let mut names: Vec<&String> = modules.keys().collect();
         names.sort();

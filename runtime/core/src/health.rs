@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use crate::metrics::PromWriter;
+use crate::metrics::{MetricsSource, PromWriter};
 
 /// Life-cycle state of a supervised module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -96,13 +96,15 @@ impl Health {
         self.with(|m| m.get(module).map(|h| h.state))
     }
 
-    /// True when at least one module is registered and every one is running.
+    /// True when every registered module is running (vacuously true with none enabled).
     pub fn all_running(&self) -> bool {
-        self.with(|m| !m.is_empty() && m.values().all(|h| h.state == ModuleState::Running))
+        self.with(|m| m.values().all(|h| h.state == ModuleState::Running))
     }
+}
 
+impl MetricsSource for Health {
     /// Writes module state and restart counters.
-    pub fn write_metrics(&self, w: &mut PromWriter) {
+    fn write_metrics(&self, w: &mut PromWriter) {
         let snapshot = self.snapshot();
         w.family(
             "wedge_module_up",

@@ -8,6 +8,12 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// Anything with numbers to show on `/metrics`.
+pub trait MetricsSource: Send + Sync {
+    /// Writes this source's families into `w`.
+    fn write_metrics(&self, w: &mut PromWriter);
+}
+
 /// Accumulates Prometheus text format (version 0.0.4).
 #[derive(Debug, Default)]
 pub struct PromWriter {

@@ -26,7 +26,7 @@ pub use meta_table::MIGRATIONS;
 pub use settings::MetaManagerSettings;
 
 use wedge_core::message::{group, module};
-use wedge_core::metrics::PromWriter;
+use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_core::{Bus, Module, ModuleContext, ModuleError, Store};
 
 use process::{Processor, Stats};
@@ -56,9 +56,11 @@ impl MetaManager {
     pub fn cloud_connected(&self) -> bool {
         self.router.is_connected()
     }
+}
 
+impl MetricsSource for MetaManager {
     /// Writes message counters.
-    pub fn write_metrics(&self, w: &mut PromWriter) {
+    fn write_metrics(&self, w: &mut PromWriter) {
         self.stats.write_metrics(w);
     }
 }

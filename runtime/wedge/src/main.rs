@@ -1,1 +1,30 @@
-fn main() {}
+//! `wedge`: the Wedge edge-node daemon and its command line.
+//!
+//! `wedge run` starts the node; `wedge config print|check` show and check configuration. This
+//! crate is the only place that knows every module: it opens the store, wires the modules onto
+//! the bus under supervision, and serves the admin API.
+
+mod admin;
+mod cli;
+mod config_cmd;
+mod daemon;
+mod logging;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Run(args) => daemon::run(args),
+        cli::Command::Config(cmd) => config_cmd::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wedge: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

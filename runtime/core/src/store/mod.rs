@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::metrics::{Histogram, PromWriter};
+use crate::metrics::{Histogram, MetricsSource, PromWriter};
 use writer::{Job, WriteJob};
 
 /// How hard SQLite syncs each commit (`wedge.store.synchronous`).
@@ -232,8 +232,19 @@ impl Store {
             .await
     }
 
+    /// (batches, writes) committed so far; lets tests and benchmarks see group commit at work.
+    pub fn commit_counts(&self) -> (u64, u64) {
+        let stats = &self.inner.stats;
+        (
+            stats.batches.load(Ordering::Relaxed),
+            stats.writes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl MetricsSource for Store {
     /// Writes commit counts and latency.
-    pub fn write_metrics(&self, w: &mut PromWriter) {
+    fn write_metrics(&self, w: &mut PromWriter) {
         let stats = &self.inner.stats;
         w.family(
             "wedge_store_commit_batches_total",
@@ -270,15 +281,6 @@ impl Store {
             "Time to run and commit one batch.",
             &stats.commit_latency,
         );
-    }
-
-    /// (batches, writes) committed so far; lets tests and benchmarks see group commit at work.
-    pub fn commit_counts(&self) -> (u64, u64) {
-        let stats = &self.inner.stats;
-        (
-            stats.batches.load(Ordering::Relaxed),
-            stats.writes.load(Ordering::Relaxed),
-        )
     }
 }
 

@@ -1,0 +1,114 @@
+//! The admin HTTP API: `GET /healthz` and `GET /metrics`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+use wedge_core::health::{Health, ModuleHealth};
+use wedge_core::metrics::{MetricsSource, PromWriter};
+
+/// What the handlers read.
+#[derive(Clone)]
+pub struct AdminState {
+    /// The node's name, shown in `/healthz`.
+    pub node: String,
+    /// Module health from the supervisor.
+    pub health: Health,
+    /// Everything that writes metrics.
+    pub sources: Vec<Arc<dyn MetricsSource>>,
+    /// When the daemon started.
+    pub started: Instant,
+}
+
+#[derive(Serialize)]
+struct HealthBody<'a> {
+    status: &'static str,
+    node: &'a str,
+    modules: std::collections::BTreeMap<String, ModuleHealth>,
+}
+
+async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
+    let ok = state.health.all_running();
+    let body = HealthBody {
+        status: if ok { "ok" } else { "unavailable" },
+        node: &state.node,
+        modules: state.health.snapshot(),
+    };
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        code,
+        axum::Json(serde_json::to_value(&body).unwrap_or_default()),
+    )
+}
+
+async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
+    let mut w = PromWriter::new();
+    for source in &state.sources {
+        source.write_metrics(&mut w);
+    }
+    write_process_metrics(&mut w, state.started);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        w.finish(),
+    )
+}
+
+/// Resident memory and uptime, so RSS can be watched without other tools.
+fn write_process_metrics(w: &mut PromWriter, started: Instant) {
+    if let Some(rss) = resident_bytes() {
+        w.family(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            "gauge",
+        );
+        w.sample("process_resident_memory_bytes", &[], rss as f64);
+    }
+    w.family(
+        "wedge_uptime_seconds",
+        "Seconds since the daemon started.",
+        "gauge",
+    );
+    w.sample("wedge_uptime_seconds", &[], started.elapsed().as_secs_f64());
+}
+
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// Binds `addr` now (so a taken port fails start-up with a clear error) and serves until
+/// `stop` fires.
+pub async fn serve(
+    addr: SocketAddr,
+    state: AdminState,
+    stop: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on admin address {addr}: {e}"))?;
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .with_state(state);
+    tracing::info!(%addr, "admin API listening");
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+        if let Err(e) = served {
+            tracing::error!("admin API stopped: {e}");
+        }
+    }))
+}

@@ -1,0 +1,185 @@
+//! `wedge run`: start the node, wait for a signal, stop it in order.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use wedge_core::Bus;
+use wedge_core::config::{EdgeCoreConfig, LogFormat};
+use wedge_core::health::Health;
+use wedge_core::metrics::MetricsSource;
+use wedge_core::module::{SupervisionSettings, Supervisor};
+use wedge_core::store::{Store, StoreOptions};
+use wedge_metamanager::{MetaManager, MetaManagerSettings};
+
+use crate::admin::{self, AdminState};
+use crate::cli::{LogFormatArg, RunArgs};
+
+/// The whole shutdown (modules, store flush, admin server) must fit in this.
+const SHUTDOWN_BUDGET: Duration = Duration::from_millis(4500);
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let started = Instant::now();
+    let config = effective_config(&args)?;
+    crate::logging::init(config.wedge.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("wedge")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run_node(config, started))
+}
+
+/// Defaults or the config file, then the command-line overrides, validated together.
+fn effective_config(args: &RunArgs) -> Result<EdgeCoreConfig> {
+    let mut config = match &args.config {
+        Some(path) => crate::config_cmd::load(path)?,
+        None => EdgeCoreConfig::embedded_default(),
+    };
+    if let Some(dir) = &args.data_dir {
+        config.wedge.data_dir = dir.to_string_lossy().into_owned();
+    }
+    if let Some(addr) = args.admin_addr {
+        config.wedge.admin_addr = addr.to_string();
+    }
+    if let Some(format) = args.log_format {
+        config.wedge.log_format = match format {
+            LogFormatArg::Human => LogFormat::Human,
+            LogFormatArg::Json => LogFormat::Json,
+        };
+    }
+    config.validate().context("invalid configuration")?;
+    Ok(config)
+}
+
+async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
+    let node = config.node_name()?;
+    let admin_addr = config
+        .wedge
+        .admin_addr
+        .parse()
+        .with_context(|| format!("wedge.adminAddr {:?}", config.wedge.admin_addr))?;
+    let db_path = config.database_path();
+    tracing::info!(node = %node, database = %db_path.display(), "starting wedge {}", env!("CARGO_PKG_VERSION"));
+
+    let store = Store::open(
+        &db_path,
+        StoreOptions {
+            max_batch: config.wedge.store.max_batch as usize,
+            synchronous: config.wedge.store.synchronous,
+            ..StoreOptions::default()
+        },
+    )?;
+    let bus = Bus::new(config.wedge.bus.queue_capacity as usize);
+    let health = Health::new();
+    let mut supervisor = Supervisor::new(
+        bus.clone(),
+        health.clone(),
+        SupervisionSettings::from_config(&config.wedge.supervision),
+    );
+    let mut sources: Vec<Arc<dyn MetricsSource>> = vec![
+        Arc::new(health.clone()),
+        Arc::new(bus.clone()),
+        Arc::new(store.clone()),
+    ];
+
+    let modules = &config.modules;
+    if modules.meta_manager.enable {
+        store
+            .migrate("metamanager", wedge_metamanager::MIGRATIONS)
+            .await?;
+        let meta = &modules.meta_manager;
+        let settings = MetaManagerSettings {
+            cloud_module: meta.context_send_module.clone(),
+            remote_query_timeout: Duration::from_secs(meta.remote_query_timeout.max(1) as u64),
+            pod_status_sync_interval: (meta.pod_status_sync_interval > 0)
+                .then(|| Duration::from_secs(meta.pod_status_sync_interval as u64)),
+            ..MetaManagerSettings::default()
+        };
+        let metamanager = Arc::new(MetaManager::new(bus.clone(), store.clone(), settings));
+        sources.push(metamanager.clone());
+        supervisor.spawn(metamanager)?;
+    }
+    for (name, enabled) in [
+        ("eventBus", modules.event_bus.enable),
+        ("deviceTwin", modules.device_twin.enable),
+        ("edged", modules.edged.enable),
+        ("edgeHub", modules.edge_hub.enable),
+        ("serviceBus", modules.service_bus.enable),
+        ("edgeStream", modules.edge_stream.enable),
+        ("taskManager", modules.task_manager.enable),
+    ] {
+        if enabled {
+            tracing::info!(
+                module = name,
+                "enabled in the config but not part of this build yet; skipped"
+            );
+        }
+    }
+
+    let stop_admin = tokio_util::sync::CancellationToken::new();
+    let admin_task = admin::serve(
+        admin_addr,
+        AdminState {
+            node: node.clone(),
+            health: health.clone(),
+            sources,
+            started,
+        },
+        stop_admin.clone(),
+    )
+    .await?;
+    tokio::spawn(report_ready(health.clone(), started));
+
+    let signal = wait_for_signal().await?;
+    tracing::info!("{signal} received; stopping");
+    let stopping = Instant::now();
+    let orderly = tokio::time::timeout(SHUTDOWN_BUDGET, async {
+        // Modules first (each finishes and acknowledges what it has committed), then the
+        // store's last commits, then the admin API.
+        supervisor.shutdown().await;
+        if let Err(e) = store.barrier().await {
+            tracing::error!("final store flush failed: {e}");
+        }
+        stop_admin.cancel();
+        let _ = admin_task.await;
+    })
+    .await;
+    if orderly.is_err() {
+        tracing::warn!("shutdown took longer than {SHUTDOWN_BUDGET:?}; exiting anyway");
+    }
+    // Dropping the last store handle joins the writer thread after its final checkpoint.
+    drop(store);
+    tracing::info!(
+        elapsed_ms = stopping.elapsed().as_millis() as u64,
+        "stopped"
+    );
+    Ok(())
+}
+
+/// Logs once when every module is running, with the time from process start.
+async fn report_ready(health: Health, started: Instant) {
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    for _ in 0..60_000 {
+        tick.tick().await;
+        if health.all_running() {
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            tracing::info!(start_to_ready_ms = format!("{ms:.1}"), "node ready");
+            return;
+        }
+    }
+    tracing::warn!(
+        "modules still not running after 60 s: {:?}",
+        health.snapshot()
+    );
+}
+
+async fn wait_for_signal() -> Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}

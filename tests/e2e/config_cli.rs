@@ -1,0 +1,76 @@
+//! `wedge config print` and `wedge config check`.
+
+use wedge_core::config::{DEFAULT_CONFIG_YAML, EdgeCoreConfig};
+use wedge_tests::wedge_cmd;
+
+#[test]
+fn print_shows_the_effective_config() {
+    let (ok, out, err) = wedge_cmd(&["config", "print"]).unwrap();
+    assert!(ok, "{err}");
+    let printed = EdgeCoreConfig::from_yaml_str(&out).unwrap();
+    assert_eq!(printed, EdgeCoreConfig::embedded_default());
+
+    let (ok, out, _) = wedge_cmd(&["config", "print", "--defaults"]).unwrap();
+    assert!(ok);
+    assert_eq!(out, DEFAULT_CONFIG_YAML);
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("edgecore.yaml");
+    std::fs::write(&file, "modules:\n  edgeHub:\n    heartbeat: 5\n").unwrap();
+    let (ok, out, _) = wedge_cmd(&["config", "print", "--config", file.to_str().unwrap()]).unwrap();
+    assert!(ok);
+    let merged = EdgeCoreConfig::from_yaml_str(&out).unwrap();
+    assert_eq!(merged.modules.edge_hub.heartbeat, 5);
+    assert_eq!(
+        merged.modules.edge_hub.message_qps, 30,
+        "other keys keep their defaults"
+    );
+}
+
+#[test]
+fn check_accepts_good_files_and_names_every_bad_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(
+        &good,
+        "apiVersion: edgecore.config.kubeedge.io/v1alpha2\nkind: EdgeCore\nmodules:\n  edged:\n    hostnameOverride: edge-node-1\n",
+    )
+    .unwrap();
+    let (ok, out, err) = wedge_cmd(&["config", "check", good.to_str().unwrap()]).unwrap();
+    assert!(ok, "{err}");
+    assert!(out.contains("valid (node name edge-node-1)"), "{out}");
+
+    for (text, key) in [
+        (
+            "modules:\n  edgeHub:\n    heartbaet: 5\n",
+            "modules.edgeHub.heartbaet",
+        ),
+        (
+            "modules:\n  eventBus:\n    mqttMode: 7\n",
+            "modules.eventBus.mqttMode",
+        ),
+        (
+            "modules:\n  edged:\n    hostnameOverride: Not_A_Name\n",
+            "modules.edged.hostnameOverride",
+        ),
+        (
+            "modules:\n  edgeHub:\n    enable: true\n    quic:\n      enable: true\n",
+            "modules.edgeHub",
+        ),
+        ("wedge:\n  adminAddr: nowhere\n", "wedge.adminAddr"),
+        ("kind: Pod\n", "kind"),
+        ("modules: [\n", "invalid YAML"),
+    ] {
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, text).unwrap();
+        let (ok, _, err) = wedge_cmd(&["config", "check", bad.to_str().unwrap()]).unwrap();
+        assert!(!ok, "{text:?} was accepted");
+        assert!(
+            err.contains(key),
+            "{text:?}: error does not name {key}: {err}"
+        );
+    }
+    let (ok, _, err) = wedge_cmd(&["config", "check", "/nonexistent/edgecore.yaml"]).unwrap();
+    assert!(!ok);
+    assert!(err.contains("/nonexistent/edgecore.yaml"), "{err}");
+}

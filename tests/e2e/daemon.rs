@@ -1,0 +1,210 @@
+//! `wedge run` as a user runs it: the real binary, real files, real sockets, real signals.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use wedge_tests::{Daemon, free_port, give_to_nobody, http_get};
+
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+fn admin(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+#[test]
+fn runs_with_no_arguments_as_a_normal_user_and_stops_on_sigterm() {
+    let default_admin = admin(10240);
+    if let Err(e) = TcpListener::bind(default_admin) {
+        panic!(
+            "this test runs `wedge run` with no arguments, which needs {default_admin} free: {e}"
+        );
+    }
+    let home = tempfile::tempdir().unwrap();
+    give_to_nobody(home.path()).unwrap();
+    let mut wedge = Daemon::start(&["run"], &[("HOME", home.path())], true).unwrap();
+    let health = wedge
+        .wait_healthy(default_admin, Duration::from_secs(10))
+        .unwrap();
+    let health: serde_json::Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["modules"]["metamanager"]["state"], "running");
+
+    let db = home.path().join(".local/share/wedge/edgecore.db");
+    assert!(
+        db.is_file(),
+        "database not in the user's data dir: {}",
+        wedge.log()
+    );
+
+    let (code, metrics) = http_get(default_admin, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    for family in [
+        "wedge_module_up{module=\"metamanager\",state=\"running\"} 1",
+        "wedge_bus_messages_delivered_total{module=\"metamanager\"}",
+        "wedge_store_commit_batches_total",
+        "wedge_store_commit_seconds_bucket",
+        "wedge_metamanager_messages_total{operation=\"insert\"}",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(
+            metrics.contains(family),
+            "{family} missing from /metrics:\n{metrics}"
+        );
+    }
+
+    wedge.signal(libc::SIGTERM).unwrap();
+    let status = wedge.wait_exit(STOP_WITHIN).unwrap();
+    let log = wedge.log();
+    assert!(status.success(), "exit {status}:\n{log}");
+    assert!(
+        !log.contains("ERROR"),
+        "errors logged on a cloud-less default run:\n{log}"
+    );
+    assert!(
+        log.contains("node ready") && log.contains("stopped"),
+        "{log}"
+    );
+}
+
+#[test]
+fn sigint_stops_cleanly_and_leaves_a_complete_database() {
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let dir = data.path().to_str().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let mut wedge = Daemon::start(
+        &["run", "--data-dir", dir, "--admin-addr", &addr],
+        &[],
+        false,
+    )
+    .unwrap();
+    wedge
+        .wait_healthy(admin(port), Duration::from_secs(10))
+        .unwrap();
+    wedge.signal(libc::SIGINT).unwrap();
+    assert!(
+        wedge.wait_exit(STOP_WITHIN).unwrap().success(),
+        "{}",
+        wedge.log()
+    );
+
+    let db = data.path().join("edgecore.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('meta')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(columns, ["key", "type", "value"]);
+    // The final checkpoint folded the WAL back into the file.
+    let wal = data.path().join("edgecore.db-wal");
+    assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0);
+}
+
+fn start_fails(args: &[&str]) -> String {
+    let mut wedge = Daemon::start(args, &[], false).unwrap();
+    let status = wedge.wait_exit(Duration::from_secs(10)).unwrap();
+    let log = wedge.log();
+    assert!(
+        !status.success(),
+        "wedge started although it should not have:\n{log}"
+    );
+    assert!(
+        !log.contains("panicked"),
+        "a start-up error must not be a panic:\n{log}"
+    );
+    log
+}
+
+#[test]
+fn a_corrupt_database_stops_start_up_with_a_clear_error() {
+    let data = tempfile::tempdir().unwrap();
+    let db = data.path().join("edgecore.db");
+    std::fs::write(&db, vec![0x5a; 8192]).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let log = start_fails(&[
+        "run",
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--admin-addr",
+        &addr,
+    ]);
+    assert!(log.contains("not an SQLite database"), "{log}");
+    assert!(
+        log.contains(db.to_str().unwrap()),
+        "the error names the file:\n{log}"
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        vec![0x5a; 8192],
+        "the file was left as it was"
+    );
+}
+
+#[test]
+fn an_unusable_admin_address_or_config_is_a_clear_error() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_str().unwrap();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let log = start_fails(&["run", "--data-dir", dir, "--admin-addr", &addr]);
+    assert!(
+        log.contains(&format!("cannot listen on admin address {addr}")),
+        "{log}"
+    );
+
+    let config = data.path().join("edgecore.yaml");
+    std::fs::write(
+        &config,
+        "modules:\n  metaManager:\n    remoteQueryTimout: 5\n",
+    )
+    .unwrap();
+    let log = start_fails(&[
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        dir,
+    ]);
+    assert!(
+        log.contains("modules.metaManager.remoteQueryTimout"),
+        "{log}"
+    );
+    assert!(log.contains(config.to_str().unwrap()), "{log}");
+}
+
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut wedge = Daemon::start(
+        &[
+            "run",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--admin-addr",
+            &addr,
+            "--log-format",
+            "json",
+        ],
+        &[],
+        false,
+    )
+    .unwrap();
+    wedge
+        .wait_healthy(admin(port), Duration::from_secs(10))
+        .unwrap();
+    wedge.signal(libc::SIGTERM).unwrap();
+    assert!(wedge.wait_exit(STOP_WITHIN).unwrap().success());
+    let log = wedge.log();
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.len() >= 3, "{log}");
+    for line in lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v["level"].is_string() && v["fields"].is_object(), "{line}");
+    }
+}
