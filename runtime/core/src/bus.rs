@@ -280,18 +280,20 @@ impl Bus {
 
     /// Delivers a reply to whoever waits for its `parent_msg_id`. Returns the message back when
     /// nobody waits, so the caller can route it another way or drop it.
-    pub fn send_response(&self, msg: Message) -> Result<(), Message> {
+    #[must_use = "an unclaimed reply is handed back to be routed or dropped"]
+    pub fn send_response(&self, msg: Message) -> Option<Message> {
         let waiter = match msg.parent_id() {
             Some(parent) => lock(&self.inner.pending).remove(parent),
             None => None,
         };
         match waiter {
-            Some(tx) => tx.send(msg),
+            // A waiter that gave up (timed out) hands the message back too.
+            Some(tx) => tx.send(msg).err(),
             None => {
                 self.inner
                     .unmatched_responses
                     .fetch_add(1, Ordering::Relaxed);
-                Err(msg)
+                Some(msg)
             }
         }
     }

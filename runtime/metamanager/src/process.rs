@@ -175,7 +175,7 @@ impl Processor {
 
     /// An `error` from the cloud: hand it to the request waiting for it, else log it.
     fn cloud_error(&self, msg: Message) {
-        if let Err(unclaimed) = self.router.bus().send_response(msg) {
+        if let Some(unclaimed) = self.router.bus().send_response(msg) {
             tracing::warn!(
                 resource = %unclaimed.route.resource,
                 "error from the cloud: {}",

@@ -129,14 +129,15 @@ async fn remote_call(
 /// The value to cache from a cloud answer: `Object` of an `{"Object":…,"Err":…}` envelope
 /// (an `Err` refuses it), else the answer itself.
 fn cacheable_value(content: &Content) -> Result<String, String> {
-    if let Ok(serde_json::Value::Object(map)) = content.parse::<serde_json::Value>() {
-        if map.contains_key("Object") && map.contains_key("Err") {
-            if let Some(err) = map.get("Err").filter(|e| !e.is_null()) {
-                return Err(format!("the cloud answered with an error: {err}"));
-            }
-            let object = map.get("Object").cloned().unwrap_or_default();
-            return serde_json::to_string(&object).map_err(|e| e.to_string());
+    if let Ok(serde_json::Value::Object(map)) = content.parse::<serde_json::Value>()
+        && map.contains_key("Object")
+        && map.contains_key("Err")
+    {
+        if let Some(err) = map.get("Err").filter(|e| !e.is_null()) {
+            return Err(format!("the cloud answered with an error: {err}"));
         }
+        let object = map.get("Object").cloned().unwrap_or_default();
+        return serde_json::to_string(&object).map_err(|e| e.to_string());
     }
     match content.as_string() {
         Some(text) => Ok(text),

@@ -73,8 +73,8 @@ impl Router {
     pub async fn reply(&self, request: &Message, reply: Message) {
         let reply = if request.header.sync {
             match self.bus.send_response(reply) {
-                Ok(()) => return,
-                Err(unclaimed) => unclaimed,
+                None => return,
+                Some(unclaimed) => unclaimed,
             }
         } else {
             reply

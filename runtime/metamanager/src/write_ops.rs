@@ -123,10 +123,9 @@ impl Processor {
                 module::EDGED => {
                     router.to_cloud(msg.clone()).await;
                 }
-                module::EDGECONTROLLER | module::DYNAMICCONTROLLER => {
-                    if kind != NODE {
-                        router.to_edged(msg.clone()).await;
-                    }
+                // Node objects from the cloud are stored but not handed to edged.
+                module::EDGECONTROLLER | module::DYNAMICCONTROLLER if kind != NODE => {
+                    router.to_edged(msg.clone()).await;
                 }
                 module::DEVICECONTROLLER => router.to_twin(&msg).await,
                 _ => {}
@@ -235,8 +234,8 @@ impl Processor {
     /// edged) or by edged (stored, then to the cloud). List responses are relayed, not stored.
     pub(crate) async fn response(&self, msg: Message) {
         let msg = match self.router.bus().send_response(msg) {
-            Ok(()) => return,
-            Err(unclaimed) => unclaimed,
+            None => return,
+            Some(unclaimed) => unclaimed,
         };
         let Some((key, kind)) = self.resource_of(&msg, false).await else {
             return;
@@ -252,10 +251,10 @@ impl Processor {
         };
         let router = self.router.clone();
         self.later(async move {
-            if let Some(pending) = pending {
-                if let Err(e) = pending.await {
-                    return router.reply_error(&msg, write_failed(&e)).await;
-                }
+            if let Some(pending) = pending
+                && let Err(e) = pending.await
+            {
+                return router.reply_error(&msg, write_failed(&e)).await;
             }
             if msg.route.source == module::EDGECONTROLLER {
                 router.to_edged(msg).await;

@@ -3,6 +3,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::message::Content;
+use crate::metrics::MetricsSource;
 
 /// A module that echoes, and misbehaves on command.
 struct Echo {
