@@ -104,7 +104,19 @@ impl Daemon {
         let log_dir = tempfile::tempdir()?;
         let log = log_dir.path().join("wedge.log");
         let log_file = std::fs::File::create(&log)?;
-        let mut cmd = Command::new(wedge_bin());
+        let drop_privileges = as_nobody && is_root();
+        let bin = if drop_privileges {
+            // The checkout may sit below a directory nobody cannot enter: run a copy from
+            // a directory anyone can read.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(log_dir.path(), std::fs::Permissions::from_mode(0o755))?;
+            let copy = log_dir.path().join("wedge");
+            std::fs::copy(wedge_bin(), &copy).context("cannot copy the wedge binary")?;
+            copy
+        } else {
+            wedge_bin()
+        };
+        let mut cmd = Command::new(bin);
         cmd.args(args)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
@@ -114,7 +126,7 @@ impl Daemon {
         for (key, value) in env {
             cmd.env(key, value);
         }
-        if as_nobody && is_root() {
+        if drop_privileges {
             use std::os::unix::process::CommandExt;
             cmd.uid(NOBODY).gid(NOBODY);
         }
