@@ -52,7 +52,8 @@ struct MailboxStats {
 
 #[derive(Clone)]
 struct Endpoint {
-    group: String,
+    // Arc so resolving an endpoint per send costs reference counts, not an allocation.
+    group: Arc<str>,
     tx: mpsc::Sender<Message>,
     stats: Arc<MailboxStats>,
 }
@@ -140,7 +141,7 @@ impl Bus {
         modules.insert(
             name.to_owned(),
             Endpoint {
-                group: group.to_owned(),
+                group: Arc::from(group),
                 tx,
                 stats: Arc::default(),
             },
@@ -209,7 +210,7 @@ impl Bus {
     pub async fn send_to_group(&self, group: &str, msg: Message) -> usize {
         let members: Vec<(String, Endpoint)> = read(&self.inner.modules)
             .iter()
-            .filter(|(_, e)| e.group == group)
+            .filter(|(_, e)| &*e.group == group)
             .map(|(n, e)| (n.clone(), e.clone()))
             .collect();
         let mut delivered = 0;

@@ -45,8 +45,9 @@ fn main() {
 }
 
 async fn run(total: u64, synchronous: Synchronous) {
-    let dir = tempfile::tempdir_in(std::env::var_os("WEDGE_BENCH_DIR").unwrap_or_else(|| ".".into()))
-        .expect("temp dir for the database");
+    let dir =
+        tempfile::tempdir_in(std::env::var_os("WEDGE_BENCH_DIR").unwrap_or_else(|| ".".into()))
+            .expect("temp dir for the database");
     let store = Store::open(
         &dir.path().join("edgecore.db"),
         StoreOptions {
@@ -59,8 +60,13 @@ async fn run(total: u64, synchronous: Synchronous) {
     let bus = Bus::new(4096);
     let mut cloud = bus.register("websocket", "hub").unwrap();
     let mut edged = bus.register("edged", "edged").unwrap();
-    let mut supervisor = Supervisor::new(bus.clone(), Health::new(), SupervisionSettings::default());
-    let mm = Arc::new(MetaManager::new(bus.clone(), store.clone(), MetaManagerSettings::default()));
+    let mut supervisor =
+        Supervisor::new(bus.clone(), Health::new(), SupervisionSettings::default());
+    let mm = Arc::new(MetaManager::new(
+        bus.clone(),
+        store.clone(),
+        MetaManagerSettings::default(),
+    ));
     supervisor.spawn(mm).unwrap();
 
     let messages: Vec<Message> = (0..total)

@@ -603,3 +603,44 @@ async fn a_burst_of_inserts_is_acked_in_order_with_shared_commits() {
     assert_eq!(node.row_count(), 1000);
     node.supervisor.shutdown().await;
 }
+
+#[tokio::test]
+async fn shutdown_mid_burst_keeps_everything_it_acknowledged() {
+    let mut node = start(MetaManagerSettings::default()).await;
+    let mut sent = Vec::new();
+    for i in 0..500 {
+        let msg = from_cloud(
+            "insert",
+            &format!("default/pod/s{i}"),
+            pod("default", "s", &format!("u{i}")),
+        );
+        sent.push(msg.header.id.clone());
+        node.send(msg).await;
+    }
+    // Stop while most of the burst is still queued or being committed.
+    let Node {
+        supervisor,
+        mut cloud,
+        dir,
+        ..
+    } = node;
+    supervisor.shutdown().await;
+    let db = Connection::open(dir.path().join("edgecore.db")).unwrap();
+    let stored = |key: String| -> bool {
+        db.query_row("SELECT 1 FROM meta WHERE key = ?1", [key], |_| Ok(()))
+            .is_ok()
+    };
+    let mut acked = 0;
+    while let Some(ack) = cloud.try_recv() {
+        let i = sent
+            .iter()
+            .position(|id| *id == ack.header.parent_id)
+            .unwrap();
+        assert!(
+            stored(format!("default/pod/s{i}")),
+            "ACKed s{i} is not stored"
+        );
+        acked += 1;
+    }
+    assert!(acked > 0, "the stage drained nothing before stopping");
+}
