@@ -3,10 +3,9 @@
 //!
 //! Run: `cargo build --release -p wedge && cargo bench -p wedge-tests --bench startup [-- RUNS]`
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use wedge_tests::{Daemon, free_port, http_get};
+use wedge_tests::{Daemon, http_get};
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -26,22 +25,8 @@ fn main() {
     let (mut ready, mut rss, mut stop) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         let data = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let admin = SocketAddr::from(([127, 0, 0, 1], port));
-        let addr = admin.to_string();
         let started = Instant::now();
-        let mut wedge = Daemon::start(
-            &[
-                "run",
-                "--data-dir",
-                data.path().to_str().unwrap(),
-                "--admin-addr",
-                &addr,
-            ],
-            &[],
-            false,
-        )
-        .unwrap();
+        let (mut wedge, admin) = Daemon::run_local(data.path(), &[]).unwrap();
         loop {
             if let Ok((200, _)) = http_get(admin, "/healthz") {
                 break;
@@ -57,8 +42,7 @@ fn main() {
         std::thread::sleep(Duration::from_secs(1));
         rss.push(rss_kib(wedge.pid()));
         let stopping = Instant::now();
-        wedge.signal(libc::SIGTERM).unwrap();
-        assert!(wedge.wait_exit(Duration::from_secs(5)).unwrap().success());
+        wedge.stop(libc::SIGTERM, Duration::from_secs(5)).unwrap();
         stop.push(stopping.elapsed());
     }
     ready.sort();

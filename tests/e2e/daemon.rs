@@ -69,24 +69,9 @@ fn runs_with_no_arguments_as_a_normal_user_and_stops_on_sigterm() {
 #[test]
 fn sigint_stops_cleanly_and_leaves_a_complete_database() {
     let data = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let dir = data.path().to_str().unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    let mut wedge = Daemon::start(
-        &["run", "--data-dir", dir, "--admin-addr", &addr],
-        &[],
-        false,
-    )
-    .unwrap();
-    wedge
-        .wait_healthy(admin(port), Duration::from_secs(10))
-        .unwrap();
-    wedge.signal(libc::SIGINT).unwrap();
-    assert!(
-        wedge.wait_exit(STOP_WITHIN).unwrap().success(),
-        "{}",
-        wedge.log()
-    );
+    let (mut wedge, admin) = Daemon::run_local(data.path(), &[]).unwrap();
+    wedge.wait_healthy(admin, Duration::from_secs(10)).unwrap();
+    wedge.stop(libc::SIGINT, STOP_WITHIN).unwrap();
 
     let db = data.path().join("edgecore.db");
     let conn = rusqlite::Connection::open(&db).unwrap();
@@ -178,27 +163,9 @@ fn an_unusable_admin_address_or_config_is_a_clear_error() {
 #[test]
 fn json_logs_are_one_object_per_line() {
     let data = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut wedge = Daemon::start(
-        &[
-            "run",
-            "--data-dir",
-            data.path().to_str().unwrap(),
-            "--admin-addr",
-            &addr,
-            "--log-format",
-            "json",
-        ],
-        &[],
-        false,
-    )
-    .unwrap();
-    wedge
-        .wait_healthy(admin(port), Duration::from_secs(10))
-        .unwrap();
-    wedge.signal(libc::SIGTERM).unwrap();
-    assert!(wedge.wait_exit(STOP_WITHIN).unwrap().success());
+    let (mut wedge, admin) = Daemon::run_local(data.path(), &["--log-format", "json"]).unwrap();
+    wedge.wait_healthy(admin, Duration::from_secs(10)).unwrap();
+    wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
     let log = wedge.log();
     let lines: Vec<&str> = log.lines().collect();
     assert!(lines.len() >= 3, "{log}");

@@ -138,6 +138,27 @@ impl Daemon {
         })
     }
 
+    /// Starts `wedge run` with its state in `data_dir`, its admin API on a free loopback port,
+    /// and `extra` arguments; returns the daemon and its admin address.
+    pub fn run_local(data_dir: &Path, extra: &[&str]) -> Result<(Daemon, SocketAddr)> {
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let data_dir = data_dir.to_str().context("data dir is not UTF-8")?;
+        let addr = admin.to_string();
+        let mut args = vec!["run", "--data-dir", data_dir, "--admin-addr", &addr];
+        args.extend_from_slice(extra);
+        Ok((Daemon::start(&args, &[], false)?, admin))
+    }
+
+    /// Sends `signal` and checks that the daemon exits successfully within `timeout`.
+    pub fn stop(&mut self, signal: i32, timeout: Duration) -> Result<()> {
+        self.signal(signal)?;
+        let status = self.wait_exit(timeout)?;
+        if !status.success() {
+            bail!("wedge exited with {status}:\n{}", self.log());
+        }
+        Ok(())
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -606,7 +606,7 @@ async fn a_burst_of_inserts_is_acked_in_order_with_shared_commits() {
 
 #[tokio::test]
 async fn shutdown_mid_burst_keeps_everything_it_acknowledged() {
-    let mut node = start(MetaManagerSettings::default()).await;
+    let node = start(MetaManagerSettings::default()).await;
     let mut sent = Vec::new();
     for i in 0..500 {
         let msg = from_cloud(

@@ -40,6 +40,12 @@ fn write_failed(e: &StoreError) -> String {
 }
 
 impl Processor {
+    /// Relays `msg` to the cloud unchanged, in order with other outputs.
+    async fn relay_to_cloud(&self, msg: Message) {
+        let router = self.router.clone();
+        self.later(async move { router.to_cloud(msg).await }).await;
+    }
+
     /// Queues an upsert of `msg`'s content under its resource; `None` if the message was
     /// rejected instead.
     async fn queue_upsert(
@@ -75,8 +81,7 @@ impl Processor {
             return;
         };
         if kind == EVENT {
-            let router = self.router.clone();
-            return self.later(async move { router.to_cloud(msg).await }).await;
+            return self.relay_to_cloud(msg).await;
         }
         if msg.route.source == module::EDGED {
             return self.remote(msg, false).await;
@@ -105,8 +110,7 @@ impl Processor {
             return;
         };
         if kind == EVENT {
-            let router = self.router.clone();
-            return self.later(async move { router.to_cloud(msg).await }).await;
+            return self.relay_to_cloud(msg).await;
         }
         if msg.route.source == module::EDGED && kind == LEASE {
             return self.remote(msg, false).await;
@@ -167,8 +171,7 @@ impl Processor {
             return;
         };
         if kind == POD && msg.route.source == module::EDGED {
-            let router = self.router.clone();
-            return self.later(async move { router.to_cloud(msg).await }).await;
+            return self.relay_to_cloud(msg).await;
         }
         let submitted = if kind == POD {
             let Some(uid) = pod_uid(&msg) else {
