@@ -1,0 +1,165 @@
+//! One wasmtime engine per node, its epoch clock, and the on-disk cache of compiled components.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+
+use crate::error::WasmError;
+
+/// How often the epoch advances: the granularity of call deadlines.
+pub const EPOCH_TICK: Duration = Duration::from_millis(2);
+
+/// Upper bound of one module's linear memory; manifests ask for less.
+const MAX_MEMORY_BYTES: usize = crate::manifest::MAX_MEMORY_MIB as usize * 1024 * 1024;
+
+/// Sizing of the instance pool.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Component instances alive at once (every module instance is one).
+    pub max_instances: u32,
+}
+
+impl Default for EngineSettings {
+    fn default() -> EngineSettings {
+        EngineSettings { max_instances: 512 }
+    }
+}
+
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The node's Wasm engine: compilation with a persistent cache, and the epoch clock that
+/// bounds every call.
+#[derive(Clone)]
+pub struct WasmEngine {
+    engine: Engine,
+    cache_dir: PathBuf,
+    engine_key: String,
+    _ticker: Arc<Ticker>,
+}
+
+/// How a component was obtained, for logs and benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileSource {
+    /// Compiled now (and written to the cache).
+    Compiled,
+    /// Loaded precompiled from the cache.
+    Cached,
+}
+
+impl WasmEngine {
+    /// An engine with pooled instances and epoch interruption; compiled components are cached
+    /// in `cache_dir`.
+    pub fn new(cache_dir: &Path, settings: &EngineSettings) -> Result<WasmEngine, WasmError> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(settings.max_instances)
+            .total_core_instances(settings.max_instances * 4)
+            .total_memories(settings.max_instances * 2)
+            .total_tables(settings.max_instances * 4)
+            .total_stacks(settings.max_instances)
+            .max_memory_size(MAX_MEMORY_BYTES);
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .cranelift_opt_level(OptLevel::Speed)
+            .memory_reservation(MAX_MEMORY_BYTES as u64)
+            .memory_guard_size(32 << 20)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine =
+            Engine::new(&config).map_err(|e| WasmError::Engine(format!("{e:#}")))?;
+        std::fs::create_dir_all(cache_dir).map_err(|e| {
+            WasmError::Io(format!("cannot create cache dir {}: {e}", cache_dir.display()))
+        })?;
+        let mut hasher = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let engine_key = format!("{:016x}", hasher.finish());
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker_engine = engine.clone();
+        let ticker_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("wedge-wasm-epoch".to_owned())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| WasmError::Engine(format!("cannot start epoch thread: {e}")))?;
+        Ok(WasmEngine {
+            engine,
+            cache_dir: cache_dir.to_owned(),
+            engine_key,
+            _ticker: Arc::new(Ticker {
+                stop,
+                thread: Some(thread),
+            }),
+        })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Epoch ticks that cover `timeout` (at least one).
+    pub fn ticks_for(timeout: Duration) -> u64 {
+        (timeout.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64
+    }
+
+    /// Compiles `bytes`, or loads the cached compilation of the same bytes for this engine.
+    pub fn component(&self, bytes: &[u8]) -> Result<(Component, CompileSource), WasmError> {
+        let digest = hex(&Sha256::digest(bytes));
+        let cached = self
+            .cache_dir
+            .join(format!("{digest}-{}.cwasm", self.engine_key));
+        if cached.is_file() {
+            // SAFETY: the file is in Wedge's own cache directory, written only by
+            // `precompile_component` of an engine with the same compatibility hash (part of the
+            // file name), and named by the SHA-256 of the source it was compiled from.
+            match unsafe { Component::deserialize_file(&self.engine, &cached) } {
+                Ok(component) => return Ok((component, CompileSource::Cached)),
+                Err(e) => {
+                    tracing::warn!(file = %cached.display(), "cached module unusable, recompiling: {e:#}");
+                }
+            }
+        }
+        let started = Instant::now();
+        let compiled = self
+            .engine
+            .precompile_component(bytes)
+            .map_err(|e| WasmError::Invalid(format!("{e:#}")))?;
+        let tmp = cached.with_extension("tmp");
+        if let Err(e) = std::fs::write(&tmp, &compiled).and_then(|()| std::fs::rename(&tmp, &cached)) {
+            tracing::warn!(file = %cached.display(), "cannot cache compiled module: {e}");
+        }
+        // SAFETY: `compiled` was produced just now by this engine's `precompile_component`.
+        let component = unsafe { Component::deserialize(&self.engine, &compiled) }
+            .map_err(|e| WasmError::Invalid(format!("{e:#}")))?;
+        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "component compiled");
+        Ok((component, CompileSource::Compiled))
+    }
+}
+
+/// Lower-case hex of a digest.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,245 @@
+//! Building a guest crate into a deployable module: find a toolchain, build, validate, package.
+//!
+//! Two toolchains can build `wasm32-wasip2` components: rustup with the `wasm32-wasip2` target,
+//! or Debian's offline Rust (`rustc-web` and friends), which builds the standard library itself
+//! with `-Zbuild-std`. The unstable flags are passed here, never written into the guest crate,
+//! so the same crate builds unchanged with either.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::engine::WasmEngine;
+use crate::error::WasmError;
+use crate::manifest::{Manifest, ModuleKind};
+use crate::package;
+
+/// Where Debian's offline toolchain puts its pieces.
+const DEBIAN_CARGO: &str = "/usr/bin/cargo";
+const DEBIAN_STD_SRC: &str = "/usr/lib/rustlib/src/rust/library";
+const DEBIAN_WASI_LIBC: &str = "/usr/lib/wasm32-wasi";
+const DEBIAN_COMPONENT_LD: &str = "/usr/lib/rustlib/x86_64-unknown-linux-gnu/bin/wasm-component-ld";
+
+/// A toolchain able to build `wasm32-wasip2` components.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Toolchain {
+    /// rustup's cargo with the `wasm32-wasip2` target installed.
+    Rustup,
+    /// Debian's offline Rust with its standard library sources.
+    DebianOffline,
+}
+
+impl Toolchain {
+    /// Finds a usable toolchain, preferring rustup's; the error lists what each one lacks.
+    pub fn detect() -> Result<Toolchain, WasmError> {
+        let rustup = rustup_target_installed();
+        if rustup.is_ok() {
+            return Ok(Toolchain::Rustup);
+        }
+        let missing_debian: Vec<&str> = [
+            (DEBIAN_CARGO, "cargo-web"),
+            (DEBIAN_STD_SRC, "rust-web-src"),
+            (DEBIAN_WASI_LIBC, "wasi-libc"),
+            (DEBIAN_COMPONENT_LD, "rust-web-llvm"),
+        ]
+        .into_iter()
+        .filter(|(path, _)| !Path::new(path).exists())
+        .map(|(_, package)| package)
+        .collect();
+        if missing_debian.is_empty() {
+            return Ok(Toolchain::DebianOffline);
+        }
+        Err(WasmError::Io(format!(
+            "no toolchain can build wasm32-wasip2 components:\n  - rustup: {}\n  - Debian offline \
+             toolchain: missing package(s) {} (apt-get install rustc-web cargo-web rust-web-src \
+             rust-web-llvm lld wasi-libc)",
+            rustup.unwrap_err(),
+            missing_debian.join(", ")
+        )))
+    }
+
+    /// A human name for progress output.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Toolchain::Rustup => "rustup (wasm32-wasip2 target)",
+            Toolchain::DebianOffline => "Debian offline Rust (build-std)",
+        }
+    }
+
+    /// The `cargo build` command for `manifest_path`, in release mode.
+    fn cargo(&self, manifest_path: &Path) -> Command {
+        let mut cmd = match self {
+            Toolchain::Rustup => Command::new("cargo"),
+            Toolchain::DebianOffline => {
+                let mut cmd = Command::new(DEBIAN_CARGO);
+                let path = std::env::var("PATH").unwrap_or_default();
+                cmd.env("PATH", format!("/usr/bin:{path}"))
+                    .env("RUSTC_BOOTSTRAP", "1")
+                    .env("RUSTFLAGS", format!("-L {DEBIAN_WASI_LIBC}"))
+                    // rustup's proxies must not redirect Debian's cargo to another rustc.
+                    .env_remove("RUSTUP_TOOLCHAIN")
+                    .env_remove("RUSTC")
+                    .env_remove("CARGO");
+                cmd
+            }
+        };
+        cmd.arg("build")
+            .arg("--release")
+            .arg("--target")
+            .arg("wasm32-wasip2")
+            .arg("--manifest-path")
+            .arg(manifest_path)
+            .arg("--message-format=json-render-diagnostics");
+        if *self == Toolchain::DebianOffline {
+            cmd.arg("-Zbuild-std=std,panic_abort");
+        }
+        cmd
+    }
+}
+
+fn rustup_target_installed() -> Result<(), String> {
+    let out = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|_| "rustup not found".to_owned())?;
+    if String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == "wasm32-wasip2")
+    {
+        Ok(())
+    } else {
+        Err("target wasm32-wasip2 not installed (rustup target add wasm32-wasip2)".to_owned())
+    }
+}
+
+/// A built and packaged module.
+#[derive(Debug, Clone)]
+pub struct BuiltModule {
+    /// The packaged file.
+    pub path: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// Builds the guest crate in `crate_dir` (which holds `Cargo.toml` and `wedge.toml`), checks the
+/// component implements the manifest's world, and writes `<crate>/target/wedge/<name>.wasm`
+/// (or into `out_dir`). `progress` receives one line per step.
+pub fn build_module(
+    crate_dir: &Path,
+    toolchain: &Toolchain,
+    out_dir: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<BuiltModule, WasmError> {
+    let manifest_text = std::fs::read_to_string(crate_dir.join("wedge.toml")).map_err(|e| {
+        WasmError::Io(format!(
+            "cannot read {}: {e}",
+            crate_dir.join("wedge.toml").display()
+        ))
+    })?;
+    let manifest = Manifest::from_toml(&manifest_text)
+        .map_err(|e| WasmError::Invalid(format!("wedge.toml: {e}")))?;
+    progress(&format!(
+        "building {} {} ({}) with {}",
+        manifest.name,
+        manifest.version,
+        manifest.kind.as_str(),
+        toolchain.describe()
+    ));
+    let component_path = cargo_build(crate_dir, toolchain)?;
+    let component = std::fs::read(&component_path).map_err(|e| {
+        WasmError::Io(format!("cannot read {}: {e}", component_path.display()))
+    })?;
+    progress(&format!(
+        "validating {} ({} KiB) against wedge:device/{}",
+        component_path.display(),
+        component.len() / 1024,
+        manifest.kind.as_str()
+    ));
+    check_world(&component, manifest.kind)?;
+    let packaged =
+        package::embed(&component, &manifest).map_err(|e| WasmError::Invalid(e.to_string()))?;
+    let out_dir = out_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| component_path_target_dir(&component_path).join("wedge"));
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| WasmError::Io(format!("cannot create {}: {e}", out_dir.display())))?;
+    let path = out_dir.join(format!("{}.wasm", manifest.name));
+    std::fs::write(&path, &packaged)
+        .map_err(|e| WasmError::Io(format!("cannot write {}: {e}", path.display())))?;
+    progress(&format!("packaged {} ({} KiB)", path.display(), packaged.len() / 1024));
+    Ok(BuiltModule {
+        path,
+        manifest,
+        size: packaged.len() as u64,
+    })
+}
+
+/// `<target>/wasm32-wasip2/release/x.wasm` → `<target>`.
+fn component_path_target_dir(component: &Path) -> PathBuf {
+    component
+        .ancestors()
+        .nth(3)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Runs cargo and returns the path of the `.wasm` it produced for the crate.
+fn cargo_build(crate_dir: &Path, toolchain: &Toolchain) -> Result<PathBuf, WasmError> {
+    let manifest_path = crate_dir.join("Cargo.toml");
+    let mut cmd = toolchain.cargo(&manifest_path);
+    // Cargo's own progress goes to our stderr; artifact messages come on stdout.
+    cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+    let out = cmd
+        .output()
+        .map_err(|e| WasmError::Io(format!("cannot run cargo: {e}")))?;
+    if !out.status.success() {
+        return Err(WasmError::Invalid(format!(
+            "cargo build failed ({}) for {}",
+            out.status,
+            manifest_path.display()
+        )));
+    }
+    let wanted = std::fs::canonicalize(&manifest_path).unwrap_or(manifest_path.clone());
+    let mut produced = None;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let same_crate = msg["manifest_path"]
+            .as_str()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p)) == wanted)
+            .unwrap_or(false);
+        if !same_crate {
+            continue;
+        }
+        if let Some(files) = msg["filenames"].as_array() {
+            for file in files.iter().filter_map(|f| f.as_str()) {
+                if file.ends_with(".wasm") {
+                    produced = Some(PathBuf::from(file));
+                }
+            }
+        }
+    }
+    produced.ok_or_else(|| {
+        WasmError::Invalid(format!(
+            "cargo built no .wasm for {}: is it a `crate-type = [\"cdylib\"]` crate?",
+            manifest_path.display()
+        ))
+    })
+}
+
+/// Checks that `component` implements `kind`'s world with the imports Wedge provides, without
+/// running any guest code.
+pub fn check_world(component: &[u8], kind: ModuleKind) -> Result<(), WasmError> {
+    let scratch = std::env::temp_dir().join(format!("wedge-check-{}", std::process::id()));
+    let engine = WasmEngine::new(&scratch, &crate::engine::EngineSettings { max_instances: 4 })?;
+    let compiled = wasmtime::component::Component::new(engine.engine(), component)
+        .map_err(|e| WasmError::Invalid(format!("{e:#}")));
+    let _ = std::fs::remove_dir_all(&scratch);
+    crate::linking::pre_instantiate(&engine, &compiled?, kind).map(|_| ())
+}

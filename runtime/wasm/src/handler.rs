@@ -1,0 +1,242 @@
+//! Twin handlers: short synchronous calls inside the twin update path.
+//!
+//! One instance per module, behind a mutex: calls are microseconds long, so serialising them
+//! costs less than pooling instances would. A trap discards the instance; the next call
+//! re-instantiates it from the `InstancePre` once the back-off allows.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wasmtime::Store;
+
+use crate::bindings::{handler, wit_types};
+use crate::engine::WasmEngine;
+use crate::error::WasmError;
+use crate::host_state::{HostState, from_wit, to_wit};
+use crate::lifecycle::{Backoff, CallStats, ModuleStatus, describe_trap};
+use crate::linking::{Pre, pre_instantiate};
+use crate::manifest::{Manifest, ModuleKind};
+use crate::services::{HostServices, TwinReader};
+use crate::value::TwinValue;
+
+/// Who proposes a twin change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpdateSource {
+    /// A mapper (Wasm `report` or MQTT `twin/update`).
+    Mapper,
+    /// A cloud sync.
+    Cloud,
+}
+
+/// A proposed change to one twin property.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TwinUpdate {
+    /// Device id.
+    pub device: String,
+    /// Property (twin key).
+    pub property: String,
+    /// True for the desired (`expected`) side, false for the reported (`actual`) side.
+    pub desired: bool,
+    /// Proposed value.
+    pub value: TwinValue,
+    /// Value stored now on that side.
+    pub previous: Option<TwinValue>,
+    /// Who proposes it.
+    pub source: UpdateSource,
+}
+
+/// A handler's decision.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Store as proposed.
+    Accept,
+    /// Store this value instead.
+    Replace(TwinValue),
+    /// Refuse, with a reason for the sender.
+    Reject(String),
+}
+
+struct Live {
+    store: Store<HostState>,
+    bindings: handler::TwinHandler,
+}
+
+struct Slot {
+    live: Option<Live>,
+    backoff: Backoff,
+}
+
+/// A deployed twin handler.
+pub struct HandlerModule {
+    manifest: Manifest,
+    sha256: String,
+    engine: WasmEngine,
+    pre: handler::TwinHandlerPre<HostState>,
+    services: HostServices,
+    timeout_ticks: u64,
+    slot: Mutex<Slot>,
+    stats: CallStats,
+}
+
+impl HandlerModule {
+    /// Links `component` as a twin handler and instantiates it once (running `init`), so a
+    /// component of the wrong world or a refused configuration fails here, at deploy time.
+    pub(crate) fn new(
+        engine: &WasmEngine,
+        manifest: Manifest,
+        sha256: String,
+        component: &wasmtime::component::Component,
+        services: HostServices,
+    ) -> Result<HandlerModule, WasmError> {
+        let Pre::Handler(pre) = pre_instantiate(engine, component, ModuleKind::TwinHandler)?
+        else {
+            return Err(WasmError::Engine("linked for the wrong world".to_owned()));
+        };
+        let timeout_ticks = WasmEngine::ticks_for(Duration::from_millis(u64::from(
+            manifest.limits.call_timeout_ms,
+        )));
+        let module = HandlerModule {
+            manifest,
+            sha256,
+            engine: engine.clone(),
+            pre,
+            services,
+            timeout_ticks,
+            slot: Mutex::new(Slot {
+                live: None,
+                backoff: Backoff::default(),
+            }),
+            stats: CallStats::default(),
+        };
+        let live = module.instantiate()?;
+        module.lock().live = Some(live);
+        Ok(module)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
+        // A panic while holding the slot can only come from wasmtime itself; the slot's data
+        // is still consistent (at worst a live instance we may keep using).
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn instantiate(&self) -> Result<Live, WasmError> {
+        let state = HostState::new(&self.manifest, self.services.clone(), Arc::default());
+        let mut store = Store::new(self.engine.engine(), state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(self.timeout_ticks);
+        store.epoch_deadline_trap();
+        let bindings = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
+        match bindings.call_init(&mut store, &self.manifest.config_json()) {
+            Ok(Ok(())) => Ok(Live { store, bindings }),
+            Ok(Err(refused)) => Err(WasmError::Init(refused)),
+            Err(trap) => Err(WasmError::Trap {
+                module: self.manifest.name.clone(),
+                reason: describe_trap(
+                    &trap,
+                    self.manifest.limits.call_timeout_ms,
+                    self.manifest.limits.memory_mib,
+                ),
+            }),
+        }
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// True when the manifest binds `device`.
+    pub fn binds(&self, device: &str) -> bool {
+        self.manifest
+            .devices
+            .iter()
+            .any(|p| crate::capabilities::device_matches(p, device))
+    }
+
+    /// Asks the handler about `update`. `twins` answers the guest's twin reads during the call.
+    /// A trap fails this call only (the instance is discarded and restarted with back-off).
+    pub fn on_update(
+        &self,
+        update: TwinUpdate,
+        twins: Option<Arc<dyn TwinReader>>,
+    ) -> Result<Verdict, WasmError> {
+        let mut slot = self.lock();
+        if slot.live.is_none() {
+            slot.backoff.check(&self.manifest.name)?;
+            match self.instantiate() {
+                Ok(live) => {
+                    CallStats::bump(&self.stats.restarts);
+                    slot.live = Some(live);
+                }
+                Err(e) => {
+                    slot.backoff.record_failure(e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+        let Some(live) = slot.live.as_mut() else {
+            return Err(WasmError::NotFound(self.manifest.name.clone()));
+        };
+        CallStats::bump(&self.stats.calls);
+        live.store.data_mut().twin_reader = twins;
+        live.store.set_epoch_deadline(self.timeout_ticks);
+        let request = wit_types::TwinUpdate {
+            device: update.device,
+            property: update.property,
+            desired: update.desired,
+            value: to_wit(update.value),
+            previous: update.previous.map(to_wit),
+            source: match update.source {
+                UpdateSource::Mapper => wit_types::UpdateSource::Mapper,
+                UpdateSource::Cloud => wit_types::UpdateSource::Cloud,
+            },
+        };
+        let outcome = live.bindings.call_on_update(&mut live.store, &request);
+        live.store.data_mut().twin_reader = None;
+        match outcome {
+            Ok(verdict) => {
+                slot.backoff.record_success();
+                Ok(match verdict {
+                    wit_types::Verdict::Accept => Verdict::Accept,
+                    wit_types::Verdict::Replace(v) => Verdict::Replace(from_wit(v)),
+                    wit_types::Verdict::Reject(reason) => Verdict::Reject(reason),
+                })
+            }
+            Err(trap) => {
+                CallStats::bump(&self.stats.traps);
+                slot.live = None;
+                let reason = describe_trap(
+                    &trap,
+                    self.manifest.limits.call_timeout_ms,
+                    self.manifest.limits.memory_mib,
+                );
+                tracing::warn!(module = %self.manifest.name, "twin handler trapped: {reason}");
+                slot.backoff.record_failure(reason.clone());
+                Err(WasmError::Trap {
+                    module: self.manifest.name.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// Status for listings and metrics.
+    pub fn status(&self) -> ModuleStatus {
+        let slot = self.lock();
+        ModuleStatus {
+            name: self.manifest.name.clone(),
+            version: self.manifest.version.clone(),
+            kind: self.manifest.kind.as_str(),
+            sha256: self.sha256.clone(),
+            state: slot.backoff.state(),
+            failures: slot.backoff.failures(),
+            restarts: CallStats::get(&self.stats.restarts),
+            calls: CallStats::get(&self.stats.calls),
+            traps: CallStats::get(&self.stats.traps),
+            last_error: slot.backoff.last_error(),
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! The node's deployed modules: deploy, upgrade, remove, list, and reload after a restart.
+//!
+//! A module's file is kept under its content hash in the modules directory and its record in
+//! the `wasm_modules` table. Deploying validates everything first (package, manifest,
+//! compilation, world, `init`), then writes the file, commits the record, and only then swaps
+//! the live module. A failure at any step leaves what was deployed untouched.
+//!
+//! Swaps are atomic for callers: the registry hands out `Arc`s, so a call that started on the
+//! old version finishes there and every later call goes to the new one — no call is lost or
+//! handled twice.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use sha2::{Digest, Sha256};
+use wedge_core::Store;
+use wedge_core::metrics::{MetricsSource, PromWriter};
+
+use crate::engine::{WasmEngine, hex};
+use crate::error::WasmError;
+use crate::handler::HandlerModule;
+use crate::lifecycle::ModuleStatus;
+use crate::manifest::{Manifest, ModuleKind};
+use crate::mapper::MapperModule;
+use crate::package;
+use crate::services::HostServices;
+
+/// Migrations of the module store's table.
+pub const MIGRATIONS: &[&str] = &["CREATE TABLE IF NOT EXISTS wasm_modules (
+        name TEXT PRIMARY KEY NOT NULL,
+        version TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        deployed_at INTEGER NOT NULL
+    )"];
+
+/// A live module.
+#[derive(Clone)]
+pub enum Deployed {
+    /// A twin handler.
+    Handler(Arc<HandlerModule>),
+    /// A mapper.
+    Mapper(Arc<MapperModule>),
+}
+
+impl Deployed {
+    /// Its status.
+    pub fn status(&self) -> ModuleStatus {
+        match self {
+            Deployed::Handler(h) => h.status(),
+            Deployed::Mapper(m) => m.status(),
+        }
+    }
+
+    fn manifest(&self) -> &Manifest {
+        match self {
+            Deployed::Handler(h) => h.manifest(),
+            Deployed::Mapper(m) => m.manifest(),
+        }
+    }
+}
+
+/// The Wasm host of a node.
+pub struct WasmHost {
+    engine: WasmEngine,
+    services: HostServices,
+    dir: PathBuf,
+    store: Store,
+    modules: RwLock<BTreeMap<String, Deployed>>,
+    /// Serialises deploy/remove so two deploys of one name cannot interleave.
+    changes: tokio::sync::Mutex<()>,
+}
+
+impl WasmHost {
+    /// A host keeping module files in `dir` and records in `store` (whose `wasm_modules` table
+    /// must exist: apply [`MIGRATIONS`] first).
+    pub fn new(engine: WasmEngine, services: HostServices, dir: &Path, store: Store) -> WasmHost {
+        WasmHost {
+            engine,
+            services,
+            dir: dir.to_owned(),
+            store,
+            modules: RwLock::new(BTreeMap::new()),
+            changes: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Deployed>> {
+        self.modules.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Deployed>> {
+        self.modules.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Validates and starts a module from its packaged bytes, without persisting it.
+    async fn instantiate(&self, bytes: &[u8]) -> Result<(Deployed, String), WasmError> {
+        let manifest =
+            package::extract(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
+        let sha256 = hex(&Sha256::digest(bytes));
+        let (component, _) = self.engine.component(bytes)?;
+        let deployed = match manifest.kind {
+            ModuleKind::TwinHandler => Deployed::Handler(Arc::new(HandlerModule::new(
+                &self.engine,
+                manifest,
+                sha256.clone(),
+                &component,
+                self.services.clone(),
+            )?)),
+            ModuleKind::Mapper => Deployed::Mapper(Arc::new(
+                MapperModule::start(
+                    &self.engine,
+                    manifest,
+                    sha256.clone(),
+                    &component,
+                    self.services.clone(),
+                )
+                .await?,
+            )),
+        };
+        Ok((deployed, sha256))
+    }
+
+    /// Deploys or upgrades a module from a packaged component (see `package`). Returns its
+    /// status. On any error nothing already deployed changes.
+    pub async fn deploy(&self, bytes: Vec<u8>) -> Result<ModuleStatus, WasmError> {
+        let _serial = self.changes.lock().await;
+        let (deployed, sha256) = self.instantiate(&bytes).await?;
+        let manifest = deployed.manifest().clone();
+        let file = self.file_of(&sha256);
+        if !file.is_file() {
+            write_atomically(&file, &bytes)?;
+        }
+        let record = manifest.clone();
+        let sha = sha256.clone();
+        let previous_sha = self
+            .store
+            .write(move |c| {
+                let previous: Option<String> = c
+                    .query_row(
+                        "SELECT sha256 FROM wasm_modules WHERE name = ?1",
+                        [&record.name],
+                        |r| r.get(0),
+                    )
+                    .ok();
+                c.execute(
+                    "INSERT INTO wasm_modules (name, version, kind, sha256, deployed_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT(name) DO UPDATE SET version = excluded.version,
+                        kind = excluded.kind, sha256 = excluded.sha256,
+                        deployed_at = excluded.deployed_at",
+                    rusqlite::params![
+                        record.name,
+                        record.version,
+                        record.kind.as_str(),
+                        sha,
+                        wedge_core::time::now_ms()
+                    ],
+                )?;
+                Ok(previous)
+            })
+            .await
+            .map_err(|e| WasmError::Store(e.to_string()))?;
+        let status = deployed.status();
+        let replaced = self.write().insert(manifest.name.clone(), deployed.clone());
+        if let Some(old) = replaced {
+            self.retire(old, &deployed).await;
+        }
+        if let Some(previous) = previous_sha.filter(|p| *p != sha256) {
+            let _ = std::fs::remove_file(self.file_of(&previous));
+        }
+        tracing::info!(
+            module = %manifest.name,
+            version = %manifest.version,
+            kind = manifest.kind.as_str(),
+            "module deployed"
+        );
+        Ok(status)
+    }
+
+    /// Stops a replaced module. A replaced mapper is stopped first (a device is never driven by
+    /// two instances at once), then its devices are handed to its successor.
+    async fn retire(&self, old: Deployed, new: &Deployed) {
+        let Deployed::Mapper(old) = old else {
+            return;
+        };
+        let devices = old.device_definitions().await.unwrap_or_default();
+        old.stop();
+        let Deployed::Mapper(new) = new else {
+            return;
+        };
+        for device in devices {
+            let id = device.id.clone();
+            if let Err(e) = new.add_device(device).await {
+                tracing::warn!(module = %new.manifest().name, device = %id, "device not moved to the upgraded mapper: {e}");
+            }
+        }
+    }
+
+    /// Removes a module: stops it, forgets its record and deletes its file.
+    pub async fn remove(&self, name: &str) -> Result<(), WasmError> {
+        let _serial = self.changes.lock().await;
+        if !self.read().contains_key(name) {
+            return Err(WasmError::NotFound(name.to_owned()));
+        }
+        let key = name.to_owned();
+        let sha: Option<String> = self
+            .store
+            .write(move |c| {
+                let sha = c
+                    .query_row(
+                        "SELECT sha256 FROM wasm_modules WHERE name = ?1",
+                        [&key],
+                        |r| r.get(0),
+                    )
+                    .ok();
+                c.execute("DELETE FROM wasm_modules WHERE name = ?1", [&key])?;
+                Ok(sha)
+            })
+            .await
+            .map_err(|e| WasmError::Store(e.to_string()))?;
+        let removed = self.write().remove(name);
+        if let Some(Deployed::Mapper(m)) = removed {
+            m.stop();
+        }
+        if let Some(sha) = sha {
+            let _ = std::fs::remove_file(self.file_of(&sha));
+        }
+        tracing::info!(module = name, "module removed");
+        Ok(())
+    }
+
+    /// Reloads every recorded module after a restart, and deletes files no record points to.
+    /// A module that no longer loads is reported and skipped; the others still start.
+    pub async fn load_persisted(&self) -> Vec<(String, Result<ModuleStatus, WasmError>)> {
+        let records: Vec<(String, String)> = match self
+            .store
+            .read(|c| {
+                let mut stmt = c.prepare("SELECT name, sha256 FROM wasm_modules ORDER BY name")?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => return vec![("*".to_owned(), Err(WasmError::Store(e.to_string())))],
+        };
+        let mut results = Vec::new();
+        for (name, sha) in &records {
+            let outcome = match std::fs::read(self.file_of(sha)) {
+                Ok(bytes) => match self.instantiate(&bytes).await {
+                    Ok((deployed, _)) => {
+                        let status = deployed.status();
+                        self.write().insert(name.clone(), deployed);
+                        Ok(status)
+                    }
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(WasmError::Io(format!(
+                    "module file {} unreadable: {e}",
+                    self.file_of(sha).display()
+                ))),
+            };
+            if let Err(e) = &outcome {
+                tracing::error!(module = %name, "module not loaded: {e}");
+            }
+            results.push((name.clone(), outcome));
+        }
+        self.remove_orphan_files(&records);
+        results
+    }
+
+    fn remove_orphan_files(&self, records: &[(String, String)]) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_module = path.extension().is_some_and(|e| e == "wasm");
+            let known = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .is_some_and(|stem| records.iter().any(|(_, sha)| sha == stem));
+            if is_module && !known {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// Deploys every `*.wasm` of `dir` not already deployed with the same content (the
+    /// configured module directory, loaded at start).
+    pub async fn load_directory(&self, dir: &Path) -> Vec<(PathBuf, Result<ModuleStatus, WasmError>)> {
+        let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+            Ok(entries) => entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+                .collect(),
+            Err(e) => {
+                return vec![(
+                    dir.to_owned(),
+                    Err(WasmError::Io(format!("cannot read module directory {}: {e}", dir.display()))),
+                )];
+            }
+        };
+        files.sort();
+        let mut results = Vec::new();
+        for file in files {
+            let outcome = match std::fs::read(&file) {
+                Ok(bytes) => {
+                    let sha = hex(&Sha256::digest(&bytes));
+                    let same = self.read().values().find(|d| d.status().sha256 == sha).map(|d| d.status());
+                    match same {
+                        Some(status) => Ok(status),
+                        None => self.deploy(bytes).await,
+                    }
+                }
+                Err(e) => Err(WasmError::Io(format!("cannot read {}: {e}", file.display()))),
+            };
+            if let Err(e) = &outcome {
+                tracing::error!(file = %file.display(), "module not loaded: {e}");
+            }
+            results.push((file, outcome));
+        }
+        results
+    }
+
+    /// Every module's status, by name.
+    pub fn list(&self) -> Vec<ModuleStatus> {
+        self.read().values().map(Deployed::status).collect()
+    }
+
+    /// A module by name.
+    pub fn get(&self, name: &str) -> Option<Deployed> {
+        self.read().get(name).cloned()
+    }
+
+    /// Twin handlers bound to `device`, in name order.
+    pub fn handlers_for(&self, device: &str) -> Vec<Arc<HandlerModule>> {
+        self.read()
+            .values()
+            .filter_map(|d| match d {
+                Deployed::Handler(h) if h.binds(device) => Some(h.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The mapper driving `protocol`.
+    pub fn mapper_for_protocol(&self, protocol: &str) -> Option<Arc<MapperModule>> {
+        self.read().values().find_map(|d| match d {
+            Deployed::Mapper(m) if m.protocol() == protocol => Some(m.clone()),
+            _ => None,
+        })
+    }
+
+    /// Stops every mapper thread (at shutdown).
+    pub fn shutdown(&self) {
+        for deployed in self.read().values() {
+            if let Deployed::Mapper(m) = deployed {
+                m.stop();
+            }
+        }
+    }
+
+    fn file_of(&self, sha256: &str) -> PathBuf {
+        self.dir.join(format!("{sha256}.wasm"))
+    }
+}
+
+impl MetricsSource for WasmHost {
+    fn write_metrics(&self, w: &mut PromWriter) {
+        let statuses = self.list();
+        let families: [(&str, &str, &str, fn(&ModuleStatus) -> f64); 4] = [
+            ("wedge_wasm_module_calls_total", "Calls into a Wasm module.", "counter", |s| s.calls as f64),
+            ("wedge_wasm_module_traps_total", "Calls that trapped (deadline, memory, panic).", "counter", |s| s.traps as f64),
+            ("wedge_wasm_module_restarts_total", "Re-instantiations after failures.", "counter", |s| s.restarts as f64),
+            ("wedge_wasm_module_failures", "Consecutive failures (0 when healthy).", "gauge", |s| f64::from(s.failures)),
+        ];
+        for (name, help, kind, value) in families {
+            w.family(name, help, kind);
+            for s in &statuses {
+                w.sample(name, &[("module", &s.name), ("kind", s.kind)], value(s));
+            }
+        }
+        w.family("wedge_wasm_module_state", "1 for the module's current state.", "gauge");
+        for s in &statuses {
+            w.sample("wedge_wasm_module_state", &[("module", &s.name), ("state", s.state.as_str())], 1.0);
+        }
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WasmError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| WasmError::Io(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let tmp = path.with_extension("partial");
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| WasmError::Io(format!("cannot write {}: {e}", path.display())))
+}
