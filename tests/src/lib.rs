@@ -6,6 +6,9 @@
 
 #![warn(missing_docs)]
 
+pub mod guests;
+pub mod modbus_server;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -100,11 +100,27 @@ mod tests {
     fn sockets_only_to_granted_endpoints() {
         use wasmtime_wasi::sockets::SocketAddrUse;
         let granted = ["127.0.0.1:1502".parse().unwrap()];
-        assert!(socket_allowed(&granted, granted[0], SocketAddrUse::TcpConnect));
+        assert!(socket_allowed(
+            &granted,
+            granted[0],
+            SocketAddrUse::TcpConnect
+        ));
         let other = "127.0.0.1:9".parse().unwrap();
         assert!(!socket_allowed(&granted, other, SocketAddrUse::TcpConnect));
-        assert!(socket_allowed(&granted, "0.0.0.0:0".parse().unwrap(), SocketAddrUse::TcpBind));
-        assert!(!socket_allowed(&granted, "0.0.0.0:8080".parse().unwrap(), SocketAddrUse::TcpBind));
-        assert!(!socket_allowed(&granted, granted[0], SocketAddrUse::UdpConnect));
+        assert!(socket_allowed(
+            &granted,
+            "0.0.0.0:0".parse().unwrap(),
+            SocketAddrUse::TcpBind
+        ));
+        assert!(!socket_allowed(
+            &granted,
+            "0.0.0.0:8080".parse().unwrap(),
+            SocketAddrUse::TcpBind
+        ));
+        assert!(!socket_allowed(
+            &granted,
+            granted[0],
+            SocketAddrUse::UdpConnect
+        ));
     }
 }

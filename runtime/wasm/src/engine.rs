@@ -84,10 +84,12 @@ impl WasmEngine {
             .memory_reservation(MAX_MEMORY_BYTES as u64)
             .memory_guard_size(32 << 20)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine =
-            Engine::new(&config).map_err(|e| WasmError::Engine(format!("{e:#}")))?;
+        let engine = Engine::new(&config).map_err(|e| WasmError::Engine(format!("{e:#}")))?;
         std::fs::create_dir_all(cache_dir).map_err(|e| {
-            WasmError::Io(format!("cannot create cache dir {}: {e}", cache_dir.display()))
+            WasmError::Io(format!(
+                "cannot create cache dir {}: {e}",
+                cache_dir.display()
+            ))
         })?;
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -148,13 +150,18 @@ impl WasmEngine {
             .precompile_component(bytes)
             .map_err(|e| WasmError::Invalid(format!("{e:#}")))?;
         let tmp = cached.with_extension("tmp");
-        if let Err(e) = std::fs::write(&tmp, &compiled).and_then(|()| std::fs::rename(&tmp, &cached)) {
+        if let Err(e) =
+            std::fs::write(&tmp, &compiled).and_then(|()| std::fs::rename(&tmp, &cached))
+        {
             tracing::warn!(file = %cached.display(), "cannot cache compiled module: {e}");
         }
         // SAFETY: `compiled` was produced just now by this engine's `precompile_component`.
         let component = unsafe { Component::deserialize(&self.engine, &compiled) }
             .map_err(|e| WasmError::Invalid(format!("{e:#}")))?;
-        tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "component compiled");
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "component compiled"
+        );
         Ok((component, CompileSource::Compiled))
     }
 }

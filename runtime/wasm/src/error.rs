@@ -19,7 +19,9 @@ pub enum WasmError {
     #[error("no module named {0:?}")]
     NotFound(String),
     /// The module is waiting out its restart back-off after failures.
-    #[error("module {module:?} is restarting after {failures} failure(s); next attempt in {retry_in_ms} ms (last error: {last_error})")]
+    #[error(
+        "module {module:?} is restarting after {failures} failure(s); next attempt in {retry_in_ms} ms (last error: {last_error})"
+    )]
     Restarting {
         /// Module name.
         module: String,

@@ -148,9 +148,8 @@ pub fn build_module(
         toolchain.describe()
     ));
     let component_path = cargo_build(crate_dir, toolchain)?;
-    let component = std::fs::read(&component_path).map_err(|e| {
-        WasmError::Io(format!("cannot read {}: {e}", component_path.display()))
-    })?;
+    let component = std::fs::read(&component_path)
+        .map_err(|e| WasmError::Io(format!("cannot read {}: {e}", component_path.display())))?;
     progress(&format!(
         "validating {} ({} KiB) against wedge:device/{}",
         component_path.display(),
@@ -168,7 +167,11 @@ pub fn build_module(
     let path = out_dir.join(format!("{}.wasm", manifest.name));
     std::fs::write(&path, &packaged)
         .map_err(|e| WasmError::Io(format!("cannot write {}: {e}", path.display())))?;
-    progress(&format!("packaged {} ({} KiB)", path.display(), packaged.len() / 1024));
+    progress(&format!(
+        "packaged {} ({} KiB)",
+        path.display(),
+        packaged.len() / 1024
+    ));
     Ok(BuiltModule {
         path,
         manifest,
@@ -237,7 +240,10 @@ fn cargo_build(crate_dir: &Path, toolchain: &Toolchain) -> Result<PathBuf, WasmE
 /// running any guest code.
 pub fn check_world(component: &[u8], kind: ModuleKind) -> Result<(), WasmError> {
     let scratch = std::env::temp_dir().join(format!("wedge-check-{}", std::process::id()));
-    let engine = WasmEngine::new(&scratch, &crate::engine::EngineSettings { max_instances: 4 })?;
+    let engine = WasmEngine::new(
+        &scratch,
+        &crate::engine::EngineSettings { max_instances: 4 },
+    )?;
     let compiled = wasmtime::component::Component::new(engine.engine(), component)
         .map_err(|e| WasmError::Invalid(format!("{e:#}")));
     let _ = std::fs::remove_dir_all(&scratch);

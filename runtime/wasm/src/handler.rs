@@ -88,8 +88,7 @@ impl HandlerModule {
         component: &wasmtime::component::Component,
         services: HostServices,
     ) -> Result<HandlerModule, WasmError> {
-        let Pre::Handler(pre) = pre_instantiate(engine, component, ModuleKind::TwinHandler)?
-        else {
+        let Pre::Handler(pre) = pre_instantiate(engine, component, ModuleKind::TwinHandler)? else {
             return Err(WasmError::Engine("linked for the wrong world".to_owned()));
         };
         let timeout_ticks = WasmEngine::ticks_for(Duration::from_millis(u64::from(

@@ -266,20 +266,46 @@ retries = 3
     #[test]
     fn each_bad_field_is_named() {
         for (text, expected) in [
-            (GOOD.replace("modbus-tcp\"\nversion", "Modbus\"\nversion"), "name"),
+            (
+                GOOD.replace("modbus-tcp\"\nversion", "Modbus\"\nversion"),
+                "name",
+            ),
             (GOOD.replace("0.1.0", "one"), "version"),
-            (GOOD.replace("kind = \"mapper\"", "kind = \"driver\""), "unknown variant"),
+            (
+                GOOD.replace("kind = \"mapper\"", "kind = \"driver\""),
+                "unknown variant",
+            ),
             (GOOD.replace("protocol = \"modbus-tcp\"\n", ""), "protocol"),
-            (GOOD.replace("127.0.0.1:1502", "plc.local"), "capabilities.endpoints"),
-            (GOOD.replace("wedge/+/alerts/#", "a/#/b"), "capabilities.topics"),
-            (GOOD.replace("memory_mib = 8", "memory_mib = 4096"), "limits.memory_mib"),
-            (GOOD.replace("call_timeout_ms = 500", "call_timeout_ms = 0"), "limits.call_timeout_ms"),
-            (GOOD.replace("[limits]", "sneaky = true\n[limits]"), "sneaky"),
+            (
+                GOOD.replace("127.0.0.1:1502", "plc.local"),
+                "capabilities.endpoints",
+            ),
+            (
+                GOOD.replace("wedge/+/alerts/#", "a/#/b"),
+                "capabilities.topics",
+            ),
+            (
+                GOOD.replace("memory_mib = 8", "memory_mib = 4096"),
+                "limits.memory_mib",
+            ),
+            (
+                GOOD.replace("call_timeout_ms = 500", "call_timeout_ms = 0"),
+                "limits.call_timeout_ms",
+            ),
+            (
+                GOOD.replace("[limits]", "sneaky = true\n[limits]"),
+                "sneaky",
+            ),
         ] {
             let err = Manifest::from_toml(&text).unwrap_err().to_string();
             assert!(err.contains(expected), "{err:?} lacks {expected:?}");
         }
         let handler = "name = \"t\"\nversion = \"1.0.0\"\nkind = \"twin-handler\"\n";
-        assert!(Manifest::from_toml(handler).unwrap_err().to_string().contains("devices"));
+        assert!(
+            Manifest::from_toml(handler)
+                .unwrap_err()
+                .to_string()
+                .contains("devices")
+        );
     }
 }

@@ -255,8 +255,15 @@ impl MapperModule {
 
     /// Status for listings and metrics.
     pub fn status(&self) -> ModuleStatus {
-        let backoff = self.shared.backoff.lock().unwrap_or_else(|e| e.into_inner());
-        let stopped = self.shared.stopped.load(std::sync::atomic::Ordering::Relaxed);
+        let backoff = self
+            .shared
+            .backoff
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let stopped = self
+            .shared
+            .stopped
+            .load(std::sync::atomic::Ordering::Relaxed);
         ModuleStatus {
             name: self.manifest.name.clone(),
             version: self.manifest.version.clone(),
@@ -350,8 +357,8 @@ impl Runner {
                 self.write_ids(|ids| {
                     ids.remove(&id);
                 });
-                let result = self
-                    .call(|l| l.bindings.call_remove_device(&mut l.store, &id).map(Ok));
+                let result =
+                    self.call(|l| l.bindings.call_remove_device(&mut l.store, &id).map(Ok));
                 let _ = reply.send(result);
             }
             Command::Write(device, property, value, reply) => {
@@ -366,7 +373,11 @@ impl Runner {
                 let _ = reply.send(self.poll_one(&device));
             }
             Command::Definitions(reply) => {
-                let _ = reply.send(Ok(self.devices.values().map(|s| s.device.clone()).collect()));
+                let _ = reply.send(Ok(self
+                    .devices
+                    .values()
+                    .map(|s| s.device.clone())
+                    .collect()));
             }
             Command::Stop => {}
         }
@@ -455,7 +466,10 @@ impl Runner {
     }
 
     fn backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
-        self.shared.backoff.lock().unwrap_or_else(|e| e.into_inner())
+        self.shared
+            .backoff
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn timeout_ticks(&self) -> u64 {
@@ -501,7 +515,11 @@ impl Runner {
     }
 
     fn instantiate(&self) -> Result<Live, WasmError> {
-        let state = HostState::new(&self.manifest, self.services.clone(), self.device_ids.clone());
+        let state = HostState::new(
+            &self.manifest,
+            self.services.clone(),
+            self.device_ids.clone(),
+        );
         let mut store = Store::new(self.engine.engine(), state);
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(self.timeout_ticks());

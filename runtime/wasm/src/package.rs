@@ -105,7 +105,9 @@ fn for_each_top_level_custom(
         }
     }
     if depth != 0 {
-        return Err(PackageError::NotAComponent("truncated component".to_owned()));
+        return Err(PackageError::NotAComponent(
+            "truncated component".to_owned(),
+        ));
     }
     Ok(())
 }

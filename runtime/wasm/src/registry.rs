@@ -101,8 +101,7 @@ impl WasmHost {
 
     /// Validates and starts a module from its packaged bytes, without persisting it.
     async fn instantiate(&self, bytes: &[u8]) -> Result<(Deployed, String), WasmError> {
-        let manifest =
-            package::extract(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
+        let manifest = package::extract(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
         let sha256 = hex(&Sha256::digest(bytes));
         let (component, _) = self.engine.component(bytes)?;
         let deployed = match manifest.kind {
@@ -297,7 +296,10 @@ impl WasmHost {
 
     /// Deploys every `*.wasm` of `dir` not already deployed with the same content (the
     /// configured module directory, loaded at start).
-    pub async fn load_directory(&self, dir: &Path) -> Vec<(PathBuf, Result<ModuleStatus, WasmError>)> {
+    pub async fn load_directory(
+        &self,
+        dir: &Path,
+    ) -> Vec<(PathBuf, Result<ModuleStatus, WasmError>)> {
         let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
             Ok(entries) => entries
                 .flatten()
@@ -307,7 +309,10 @@ impl WasmHost {
             Err(e) => {
                 return vec![(
                     dir.to_owned(),
-                    Err(WasmError::Io(format!("cannot read module directory {}: {e}", dir.display()))),
+                    Err(WasmError::Io(format!(
+                        "cannot read module directory {}: {e}",
+                        dir.display()
+                    ))),
                 )];
             }
         };
@@ -317,13 +322,20 @@ impl WasmHost {
             let outcome = match std::fs::read(&file) {
                 Ok(bytes) => {
                     let sha = hex(&Sha256::digest(&bytes));
-                    let same = self.read().values().find(|d| d.status().sha256 == sha).map(|d| d.status());
+                    let same = self
+                        .read()
+                        .values()
+                        .find(|d| d.status().sha256 == sha)
+                        .map(|d| d.status());
                     match same {
                         Some(status) => Ok(status),
                         None => self.deploy(bytes).await,
                     }
                 }
-                Err(e) => Err(WasmError::Io(format!("cannot read {}: {e}", file.display()))),
+                Err(e) => Err(WasmError::Io(format!(
+                    "cannot read {}: {e}",
+                    file.display()
+                ))),
             };
             if let Err(e) = &outcome {
                 tracing::error!(file = %file.display(), "module not loaded: {e}");
@@ -380,10 +392,30 @@ impl MetricsSource for WasmHost {
     fn write_metrics(&self, w: &mut PromWriter) {
         let statuses = self.list();
         let families: [(&str, &str, &str, fn(&ModuleStatus) -> f64); 4] = [
-            ("wedge_wasm_module_calls_total", "Calls into a Wasm module.", "counter", |s| s.calls as f64),
-            ("wedge_wasm_module_traps_total", "Calls that trapped (deadline, memory, panic).", "counter", |s| s.traps as f64),
-            ("wedge_wasm_module_restarts_total", "Re-instantiations after failures.", "counter", |s| s.restarts as f64),
-            ("wedge_wasm_module_failures", "Consecutive failures (0 when healthy).", "gauge", |s| f64::from(s.failures)),
+            (
+                "wedge_wasm_module_calls_total",
+                "Calls into a Wasm module.",
+                "counter",
+                |s| s.calls as f64,
+            ),
+            (
+                "wedge_wasm_module_traps_total",
+                "Calls that trapped (deadline, memory, panic).",
+                "counter",
+                |s| s.traps as f64,
+            ),
+            (
+                "wedge_wasm_module_restarts_total",
+                "Re-instantiations after failures.",
+                "counter",
+                |s| s.restarts as f64,
+            ),
+            (
+                "wedge_wasm_module_failures",
+                "Consecutive failures (0 when healthy).",
+                "gauge",
+                |s| f64::from(s.failures),
+            ),
         ];
         for (name, help, kind, value) in families {
             w.family(name, help, kind);
@@ -391,9 +423,17 @@ impl MetricsSource for WasmHost {
                 w.sample(name, &[("module", &s.name), ("kind", s.kind)], value(s));
             }
         }
-        w.family("wedge_wasm_module_state", "1 for the module's current state.", "gauge");
+        w.family(
+            "wedge_wasm_module_state",
+            "1 for the module's current state.",
+            "gauge",
+        );
         for s in &statuses {
-            w.sample("wedge_wasm_module_state", &[("module", &s.name), ("state", s.state.as_str())], 1.0);
+            w.sample(
+                "wedge_wasm_module_state",
+                &[("module", &s.name), ("state", s.state.as_str())],
+                1.0,
+            );
         }
     }
 }

@@ -70,15 +70,30 @@ mod tests {
 
     #[test]
     fn parses_and_prints_kubeedge_forms() {
-        assert_eq!(TwinValue::from_kubeedge("22", "int"), Ok(TwinValue::Integer(22)));
-        assert_eq!(TwinValue::from_kubeedge("2.5", "float"), Ok(TwinValue::Float(2.5)));
-        assert_eq!(TwinValue::from_kubeedge("true", "boolean"), Ok(TwinValue::Boolean(true)));
-        assert_eq!(TwinValue::from_kubeedge("hot", "string"), Ok(TwinValue::Text("hot".into())));
+        assert_eq!(
+            TwinValue::from_kubeedge("22", "int"),
+            Ok(TwinValue::Integer(22))
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("2.5", "float"),
+            Ok(TwinValue::Float(2.5))
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("true", "boolean"),
+            Ok(TwinValue::Boolean(true))
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("hot", "string"),
+            Ok(TwinValue::Text("hot".into()))
+        );
         assert_eq!(
             TwinValue::from_kubeedge("hot", "int").unwrap_err(),
             "the value is not int or integer"
         );
-        assert_eq!(TwinValue::from_kubeedge("inf", "float").unwrap_err(), "the value is not float");
+        assert_eq!(
+            TwinValue::from_kubeedge("inf", "float").unwrap_err(),
+            "the value is not float"
+        );
         assert_eq!(
             TwinValue::from_kubeedge("yes", "boolean").unwrap_err(),
             "the bool value must be true or false"

@@ -13,6 +13,10 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use wedge_core::health::{Health, ModuleHealth};
 use wedge_core::metrics::{MetricsSource, PromWriter};
+use wedge_wasm::{WasmError, WasmHost};
+
+/// Largest module file `POST /modules` accepts.
+const MAX_MODULE_BYTES: usize = 64 << 20;
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -25,6 +29,8 @@ pub struct AdminState {
     pub sources: Vec<Arc<dyn MetricsSource>>,
     /// When the daemon started.
     pub started: Instant,
+    /// The Wasm host, for `/modules`.
+    pub wasm: Option<Arc<WasmHost>>,
 }
 
 #[derive(Serialize)]
@@ -50,6 +56,64 @@ async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
         code,
         axum::Json(serde_json::to_value(&body).unwrap_or_default()),
     )
+}
+
+fn wasm_host(
+    state: &AdminState,
+) -> Result<&Arc<WasmHost>, (StatusCode, axum::Json<serde_json::Value>)> {
+    state.wasm.as_ref().ok_or_else(|| {
+        error_body(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the Wasm host is not running on this node",
+        )
+    })
+}
+
+fn error_body(code: StatusCode, text: &str) -> (StatusCode, axum::Json<serde_json::Value>) {
+    (code, axum::Json(serde_json::json!({ "error": text })))
+}
+
+fn wasm_error(e: WasmError) -> (StatusCode, axum::Json<serde_json::Value>) {
+    let code = match e {
+        WasmError::Invalid(_)
+        | WasmError::Init(_)
+        | WasmError::Trap { .. }
+        | WasmError::Guest(_) => StatusCode::BAD_REQUEST,
+        WasmError::NotFound(_) => StatusCode::NOT_FOUND,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    error_body(code, &e.to_string())
+}
+
+/// `GET /modules`: every deployed module with its state.
+async fn list_modules(State(state): State<AdminState>) -> impl IntoResponse {
+    let host = wasm_host(&state)?;
+    Ok::<_, (StatusCode, axum::Json<serde_json::Value>)>(axum::Json(
+        serde_json::to_value(host.list()).unwrap_or_default(),
+    ))
+}
+
+/// `POST /modules`: deploy or upgrade from a packaged component in the body.
+async fn deploy_module(
+    State(state): State<AdminState>,
+    body: axum::body::Bytes,
+) -> impl IntoResponse {
+    let host = wasm_host(&state)?.clone();
+    let status = host.deploy(body.to_vec()).await.map_err(wasm_error)?;
+    Ok::<_, (StatusCode, axum::Json<serde_json::Value>)>((
+        StatusCode::CREATED,
+        axum::Json(serde_json::to_value(status).unwrap_or_default()),
+    ))
+}
+
+/// `DELETE /modules/{name}`.
+async fn remove_module(
+    State(state): State<AdminState>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> impl IntoResponse {
+    let host = wasm_host(&state)?.clone();
+    host.remove(&name).await.map_err(wasm_error)?;
+    Ok::<_, (StatusCode, axum::Json<serde_json::Value>)>(StatusCode::NO_CONTENT)
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
@@ -101,6 +165,13 @@ pub async fn serve(
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route(
+            "/modules",
+            get(list_modules)
+                .post(deploy_module)
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_MODULE_BYTES)),
+        )
+        .route("/modules/{name}", axum::routing::delete(remove_module))
         .with_state(state);
     tracing::info!(%addr, "admin API listening");
     Ok(tokio::spawn(async move {

@@ -22,6 +22,71 @@ pub enum Command {
     /// Show or check configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Write, build and deploy Wasm modules (device mappers and twin handlers).
+    #[command(subcommand)]
+    Module(ModuleCommand),
+}
+
+/// The admin API a client command talks to.
+const DEFAULT_ADMIN: &str = "127.0.0.1:10240";
+
+/// `wedge module ...`.
+#[derive(Debug, Subcommand)]
+pub enum ModuleCommand {
+    /// Scaffold a new module crate that uses the guest SDK.
+    New {
+        /// Module name ([a-z0-9-]); also the crate's directory name.
+        name: String,
+        /// Which world it implements.
+        #[arg(long, value_enum)]
+        kind: ModuleKindArg,
+        /// Parent directory of the new crate (default: current directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Path of the `wedge-guest` SDK crate (default: the SDK this wedge was built with).
+        #[arg(long, env = "WEDGE_GUEST_SDK")]
+        sdk_path: Option<PathBuf>,
+    },
+    /// Build a module crate into one deployable .wasm (component + embedded manifest).
+    Build {
+        /// The crate directory (holding Cargo.toml and wedge.toml).
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// Where to write the packaged module (default: <target>/wedge/).
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+    },
+    /// Deploy (or upgrade) a packaged module on a running node.
+    Deploy {
+        /// The packaged .wasm file.
+        file: PathBuf,
+        /// The node's admin API.
+        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
+        admin_addr: SocketAddr,
+    },
+    /// List the modules deployed on a running node.
+    List {
+        /// The node's admin API.
+        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
+        admin_addr: SocketAddr,
+    },
+    /// Remove a module from a running node.
+    Remove {
+        /// Module name.
+        name: String,
+        /// The node's admin API.
+        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
+        admin_addr: SocketAddr,
+    },
+}
+
+/// Module kinds on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModuleKindArg {
+    /// A device driver (`wedge:device/mapper`).
+    Mapper,
+    /// A hook in the twin update path (`wedge:device/twin-handler`).
+    TwinHandler,
 }
 
 /// Options of `wedge run`.

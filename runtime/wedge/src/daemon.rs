@@ -117,6 +117,9 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         }
     }
 
+    let wasm = start_wasm_host(&config, &bus, &store).await?;
+    sources.push(wasm.clone());
+
     let stop_admin = tokio_util::sync::CancellationToken::new();
     let admin_task = admin::serve(
         admin_addr,
@@ -125,6 +128,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             health: health.clone(),
             sources,
             started,
+            wasm: Some(wasm.clone()),
         },
         stop_admin.clone(),
     )
@@ -138,6 +142,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         // Modules first (each finishes and acknowledges what it has committed), then the
         // store's last commits, then the admin API.
         supervisor.shutdown().await;
+        wasm.shutdown();
         if let Err(e) = store.barrier().await {
             tracing::error!("final store flush failed: {e}");
         }
@@ -155,6 +160,39 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         "stopped"
     );
     Ok(())
+}
+
+/// Starts the Wasm host, reloads the modules deployed before, and deploys the configured
+/// module directory.
+async fn start_wasm_host(
+    config: &EdgeCoreConfig,
+    bus: &Bus,
+    store: &Store,
+) -> Result<Arc<wedge_wasm::WasmHost>> {
+    let modules_dir = config.data_dir().join("modules");
+    let engine = wedge_wasm::WasmEngine::new(
+        &modules_dir.join("cache"),
+        &wedge_wasm::EngineSettings {
+            max_instances: config.wedge.modules.max_instances,
+        },
+    )?;
+    store.migrate("wasm", wedge_wasm::MIGRATIONS).await?;
+    let host = Arc::new(wedge_wasm::WasmHost::new(
+        engine,
+        crate::wasm_bridge::services(bus),
+        &modules_dir,
+        store.clone(),
+    ));
+    for (name, outcome) in host.load_persisted().await {
+        if let Ok(status) = outcome {
+            tracing::info!(module = %name, version = %status.version, "module reloaded");
+        }
+    }
+    if !config.wedge.modules.dir.is_empty() {
+        host.load_directory(std::path::Path::new(&config.wedge.modules.dir))
+            .await;
+    }
+    Ok(host)
 }
 
 /// Logs once when every module is running, with the time from process start.

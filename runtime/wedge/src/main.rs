@@ -5,10 +5,14 @@
 //! the bus under supervision, and serves the admin API.
 
 mod admin;
+mod admin_client;
 mod cli;
 mod config_cmd;
 mod daemon;
 mod logging;
+mod module_cmd;
+mod scaffold;
+mod wasm_bridge;
 
 use std::process::ExitCode;
 
@@ -19,6 +23,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         cli::Command::Run(args) => daemon::run(args),
         cli::Command::Config(cmd) => config_cmd::run(cmd),
+        cli::Command::Module(cmd) => module_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

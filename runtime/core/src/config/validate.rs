@@ -293,6 +293,13 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
         "writes per transaction",
     );
     v.in_range(
+        "wedge.modules.maxInstances",
+        w.modules.max_instances,
+        1,
+        10_000,
+        "module instances",
+    );
+    v.in_range(
         "wedge.bus.queueCapacity",
         w.bus.queue_capacity,
         1,

@@ -25,6 +25,9 @@ pub struct WedgeSettings {
     /// Module supervision (liveness pings and restarts).
     #[serde(deserialize_with = "null_as_default")]
     pub supervision: SupervisionSettings,
+    /// Wasm modules (mappers and twin handlers).
+    #[serde(deserialize_with = "null_as_default")]
+    pub modules: ModulesSettings,
 }
 
 impl Default for WedgeSettings {
@@ -36,6 +39,27 @@ impl Default for WedgeSettings {
             store: StoreSettings::default(),
             bus: BusSettings::default(),
             supervision: SupervisionSettings::default(),
+            modules: ModulesSettings::default(),
+        }
+    }
+}
+
+/// `wedge.modules`: the Wasm host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModulesSettings {
+    /// Directory whose `*.wasm` modules are deployed at start ("" = none). Deployed modules
+    /// are kept in `<dataDir>/modules` either way.
+    pub dir: String,
+    /// Module instances alive at once (the size of the instance pool); 1..=10000.
+    pub max_instances: u32,
+}
+
+impl Default for ModulesSettings {
+    fn default() -> Self {
+        Self {
+            dir: String::new(),
+            max_instances: 512,
         }
     }
 }

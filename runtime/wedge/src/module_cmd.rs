@@ -1,0 +1,102 @@
+//! `wedge module new|build|deploy|list|remove`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use wedge_wasm::guest_build::{Toolchain, build_module};
+
+use crate::admin_client::request;
+use crate::cli::{ModuleCommand, ModuleKindArg};
+
+pub fn run(cmd: ModuleCommand) -> Result<()> {
+    match cmd {
+        ModuleCommand::New {
+            name,
+            kind,
+            dir,
+            sdk_path,
+        } => crate::scaffold::new_module(&name, kind, dir.as_deref(), sdk_path.as_deref()),
+        ModuleCommand::Build { path, out_dir } => build(&path, out_dir.as_deref()),
+        ModuleCommand::Deploy { file, admin_addr } => deploy(&file, admin_addr),
+        ModuleCommand::List { admin_addr } => list(admin_addr),
+        ModuleCommand::Remove { name, admin_addr } => remove(&name, admin_addr),
+    }
+}
+
+fn build(path: &Path, out_dir: Option<&Path>) -> Result<()> {
+    let toolchain = Toolchain::detect()?;
+    let built = build_module(path, &toolchain, out_dir, &mut |line| {
+        eprintln!("wedge: {line}")
+    })?;
+    println!("{}", built.path.display());
+    Ok(())
+}
+
+fn deploy(file: &Path, admin: SocketAddr) -> Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let answer = request(admin, "POST", "/modules", &bytes)?;
+    if answer.status != 201 {
+        bail!(
+            "deploy refused ({}): {}",
+            answer.status,
+            answer.error_text()
+        );
+    }
+    let status = answer.json()?;
+    println!(
+        "deployed {} {} ({}, {})",
+        status["name"].as_str().unwrap_or("?"),
+        status["version"].as_str().unwrap_or("?"),
+        status["kind"].as_str().unwrap_or("?"),
+        status["state"].as_str().unwrap_or("?"),
+    );
+    Ok(())
+}
+
+fn list(admin: SocketAddr) -> Result<()> {
+    let answer = request(admin, "GET", "/modules", b"")?;
+    if answer.status != 200 {
+        bail!(
+            "listing failed ({}): {}",
+            answer.status,
+            answer.error_text()
+        );
+    }
+    let modules = answer.json()?;
+    let rows = modules.as_array().cloned().unwrap_or_default();
+    println!(
+        "{:<24} {:<10} {:<13} {:<11} {:>8} {:>6} {:>8}",
+        "NAME", "VERSION", "KIND", "STATE", "CALLS", "TRAPS", "RESTARTS"
+    );
+    for m in rows {
+        println!(
+            "{:<24} {:<10} {:<13} {:<11} {:>8} {:>6} {:>8}",
+            m["name"].as_str().unwrap_or("?"),
+            m["version"].as_str().unwrap_or("?"),
+            m["kind"].as_str().unwrap_or("?"),
+            m["state"].as_str().unwrap_or("?"),
+            m["calls"],
+            m["traps"],
+            m["restarts"],
+        );
+    }
+    Ok(())
+}
+
+fn remove(name: &str, admin: SocketAddr) -> Result<()> {
+    let answer = request(admin, "DELETE", &format!("/modules/{name}"), b"")?;
+    if answer.status != 204 {
+        bail!("remove failed ({}): {}", answer.status, answer.error_text());
+    }
+    println!("removed {name}");
+    Ok(())
+}
+
+/// Kind names as the manifest spells them.
+pub fn kind_name(kind: ModuleKindArg) -> &'static str {
+    match kind {
+        ModuleKindArg::Mapper => "mapper",
+        ModuleKindArg::TwinHandler => "twin-handler",
+    }
+}
