@@ -2,6 +2,10 @@
 //!
 //! The twin-handler world reuses the mapper world's `types` and `log`, so both worlds share one
 //! set of Rust types and one logging implementation.
+//!
+//! Twin handlers are called from async code (the twin update path), so their exports are async
+//! and they get the async WASI implementation: the sync one would block on a nested tokio
+//! runtime. Mappers run on threads of their own and use the sync flavour.
 
 /// `wedge:device/mapper`.
 pub(crate) mod mapper {
@@ -16,6 +20,7 @@ pub(crate) mod handler {
     wasmtime::component::bindgen!({
         world: "wedge:device/twin-handler",
         path: "../../wit",
+        exports: { default: async },
         with: {
             "wedge:device/types": super::mapper::wedge::device::types,
             "wedge:device/log": super::mapper::wedge::device::log,

@@ -61,11 +61,6 @@ struct Live {
     bindings: handler::TwinHandler,
 }
 
-struct Slot {
-    live: Option<Live>,
-    backoff: Backoff,
-}
-
 /// A deployed twin handler.
 pub struct HandlerModule {
     manifest: Manifest,
@@ -74,14 +69,16 @@ pub struct HandlerModule {
     pre: handler::TwinHandlerPre<HostState>,
     services: HostServices,
     timeout_ticks: u64,
-    slot: Mutex<Slot>,
+    /// The instance; an async lock because calls await inside the guest.
+    live: tokio::sync::Mutex<Option<Live>>,
+    backoff: Mutex<Backoff>,
     stats: CallStats,
 }
 
 impl HandlerModule {
     /// Links `component` as a twin handler and instantiates it once (running `init`), so a
     /// component of the wrong world or a refused configuration fails here, at deploy time.
-    pub(crate) fn new(
+    pub(crate) async fn new(
         engine: &WasmEngine,
         manifest: Manifest,
         sha256: String,
@@ -101,24 +98,21 @@ impl HandlerModule {
             pre,
             services,
             timeout_ticks,
-            slot: Mutex::new(Slot {
-                live: None,
-                backoff: Backoff::default(),
-            }),
+            live: tokio::sync::Mutex::new(None),
+            backoff: Mutex::new(Backoff::default()),
             stats: CallStats::default(),
         };
-        let live = module.instantiate()?;
-        module.lock().live = Some(live);
+        let live = module.instantiate().await?;
+        *module.live.lock().await = Some(live);
         Ok(module)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slot> {
-        // A panic while holding the slot can only come from wasmtime itself; the slot's data
-        // is still consistent (at worst a live instance we may keep using).
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    fn backoff(&self) -> std::sync::MutexGuard<'_, Backoff> {
+        // Only plain bookkeeping happens under this lock; a poisoned one is still consistent.
+        self.backoff.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn instantiate(&self) -> Result<Live, WasmError> {
+    async fn instantiate(&self) -> Result<Live, WasmError> {
         let state = HostState::new(&self.manifest, self.services.clone(), Arc::default());
         let mut store = Store::new(self.engine.engine(), state);
         store.limiter(|s| &mut s.limits);
@@ -126,9 +120,13 @@ impl HandlerModule {
         store.epoch_deadline_trap();
         let bindings = self
             .pre
-            .instantiate(&mut store)
+            .instantiate_async(&mut store)
+            .await
             .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
-        match bindings.call_init(&mut store, &self.manifest.config_json()) {
+        match bindings
+            .call_init(&mut store, &self.manifest.config_json())
+            .await
+        {
             Ok(Ok(())) => Ok(Live { store, bindings }),
             Ok(Err(refused)) => Err(WasmError::Init(refused)),
             Err(trap) => Err(WasmError::Trap {
@@ -157,26 +155,26 @@ impl HandlerModule {
 
     /// Asks the handler about `update`. `twins` answers the guest's twin reads during the call.
     /// A trap fails this call only (the instance is discarded and restarted with back-off).
-    pub fn on_update(
+    pub async fn on_update(
         &self,
         update: TwinUpdate,
         twins: Option<Arc<dyn TwinReader>>,
     ) -> Result<Verdict, WasmError> {
-        let mut slot = self.lock();
-        if slot.live.is_none() {
-            slot.backoff.check(&self.manifest.name)?;
-            match self.instantiate() {
+        let mut slot = self.live.lock().await;
+        if slot.is_none() {
+            self.backoff().check(&self.manifest.name)?;
+            match self.instantiate().await {
                 Ok(live) => {
                     CallStats::bump(&self.stats.restarts);
-                    slot.live = Some(live);
+                    *slot = Some(live);
                 }
                 Err(e) => {
-                    slot.backoff.record_failure(e.to_string());
+                    self.backoff().record_failure(e.to_string());
                     return Err(e);
                 }
             }
         }
-        let Some(live) = slot.live.as_mut() else {
+        let Some(live) = slot.as_mut() else {
             return Err(WasmError::NotFound(self.manifest.name.clone()));
         };
         CallStats::bump(&self.stats.calls);
@@ -193,11 +191,14 @@ impl HandlerModule {
                 UpdateSource::Cloud => wit_types::UpdateSource::Cloud,
             },
         };
-        let outcome = live.bindings.call_on_update(&mut live.store, &request);
+        let outcome = live
+            .bindings
+            .call_on_update(&mut live.store, &request)
+            .await;
         live.store.data_mut().twin_reader = None;
         match outcome {
             Ok(verdict) => {
-                slot.backoff.record_success();
+                self.backoff().record_success();
                 Ok(match verdict {
                     wit_types::Verdict::Accept => Verdict::Accept,
                     wit_types::Verdict::Replace(v) => Verdict::Replace(from_wit(v)),
@@ -206,14 +207,14 @@ impl HandlerModule {
             }
             Err(trap) => {
                 CallStats::bump(&self.stats.traps);
-                slot.live = None;
+                *slot = None;
                 let reason = describe_trap(
                     &trap,
                     self.manifest.limits.call_timeout_ms,
                     self.manifest.limits.memory_mib,
                 );
                 tracing::warn!(module = %self.manifest.name, "twin handler trapped: {reason}");
-                slot.backoff.record_failure(reason.clone());
+                self.backoff().record_failure(reason.clone());
                 Err(WasmError::Trap {
                     module: self.manifest.name.clone(),
                     reason,
@@ -224,18 +225,18 @@ impl HandlerModule {
 
     /// Status for listings and metrics.
     pub fn status(&self) -> ModuleStatus {
-        let slot = self.lock();
+        let backoff = self.backoff();
         ModuleStatus {
             name: self.manifest.name.clone(),
             version: self.manifest.version.clone(),
             kind: self.manifest.kind.as_str(),
             sha256: self.sha256.clone(),
-            state: slot.backoff.state(),
-            failures: slot.backoff.failures(),
+            state: backoff.state(),
+            failures: backoff.failures(),
             restarts: CallStats::get(&self.stats.restarts),
             calls: CallStats::get(&self.stats.calls),
             traps: CallStats::get(&self.stats.traps),
-            last_error: slot.backoff.last_error(),
+            last_error: backoff.last_error(),
         }
     }
 }

@@ -26,7 +26,11 @@ pub(crate) fn pre_instantiate(
 ) -> Result<Pre, WasmError> {
     let mut linker = Linker::<HostState>::new(engine.engine());
     let engine_err = |e: wasmtime::Error| WasmError::Engine(format!("{e:#}"));
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(engine_err)?;
+    match kind {
+        ModuleKind::TwinHandler => wasmtime_wasi::p2::add_to_linker_async(&mut linker),
+        ModuleKind::Mapper => wasmtime_wasi::p2::add_to_linker_sync(&mut linker),
+    }
+    .map_err(engine_err)?;
     let refused = |e: wasmtime::Error| {
         WasmError::Invalid(format!(
             "not a wedge:device/{} component: {e:#}",

@@ -27,7 +27,7 @@ pub enum PackageError {
 
 /// Returns `component` with `manifest` embedded (replacing an embedded one).
 pub fn embed(component: &[u8], manifest: &Manifest) -> Result<Vec<u8>, PackageError> {
-    let stripped = strip_manifest(component)?;
+    let stripped = without_manifest(component)?;
     let name = MANIFEST_SECTION.as_bytes();
     let payload = manifest.to_json();
     let mut body = Vec::with_capacity(name.len() + payload.len() + 5);
@@ -53,8 +53,9 @@ pub fn extract(component: &[u8]) -> Result<Manifest, PackageError> {
     Ok(Manifest::from_json(&data)?)
 }
 
-/// The component without its manifest sections.
-fn strip_manifest(component: &[u8]) -> Result<Vec<u8>, PackageError> {
+/// The component without its manifest sections: what compiles, and what the compile cache is
+/// keyed by, so a manifest-only change (version, config, limits) reuses the compiled code.
+pub fn without_manifest(component: &[u8]) -> Result<Vec<u8>, PackageError> {
     let mut cuts = Vec::new();
     for_each_top_level_custom(component, |name, _, range| {
         if name == MANIFEST_SECTION {

@@ -103,15 +103,20 @@ impl WasmHost {
     async fn instantiate(&self, bytes: &[u8]) -> Result<(Deployed, String), WasmError> {
         let manifest = package::extract(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
         let sha256 = hex(&Sha256::digest(bytes));
-        let (component, _) = self.engine.component(bytes)?;
+        let code =
+            package::without_manifest(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
+        let (component, _) = self.engine.component(&code)?;
         let deployed = match manifest.kind {
-            ModuleKind::TwinHandler => Deployed::Handler(Arc::new(HandlerModule::new(
-                &self.engine,
-                manifest,
-                sha256.clone(),
-                &component,
-                self.services.clone(),
-            )?)),
+            ModuleKind::TwinHandler => Deployed::Handler(Arc::new(
+                HandlerModule::new(
+                    &self.engine,
+                    manifest,
+                    sha256.clone(),
+                    &component,
+                    self.services.clone(),
+                )
+                .await?,
+            )),
             ModuleKind::Mapper => Deployed::Mapper(Arc::new(
                 MapperModule::start(
                     &self.engine,
