@@ -1,0 +1,14 @@
+//! Publishing on the node's MQTT broker (the `publish` import; feature `twin-handler`).
+
+use crate::bindings::twin_handler::wedge::device::publish as imp;
+
+/// Publishes `payload` on `topic` (QoS 1, not retained). Fails, changing nothing, when the
+/// manifest's `capabilities.topics` do not allow the topic; the error text comes from the host.
+///
+/// ```no_run
+/// wedge_guest::publish::send("alerts/boiler", br#"{"too_hot":true}"#)?;
+/// # Ok::<(), String>(())
+/// ```
+pub fn send(topic: &str, payload: impl AsRef<[u8]>) -> Result<(), String> {
+    imp::send(topic, payload.as_ref())
+}
