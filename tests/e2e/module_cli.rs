@@ -1,0 +1,190 @@
+//! `wedge module ...` against a running `wedge run`: deploy, list, remove, restart, the module
+//! directory, and scaffolding a new module that builds and deploys.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use wedge_tests::guests::module;
+use wedge_tests::{Daemon, wedge_bin, wedge_cmd};
+
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+
+fn cli(args: &[&str]) -> (bool, String, String) {
+    wedge_cmd(args).unwrap()
+}
+
+fn list(admin: &str) -> String {
+    let (ok, out, err) = cli(&["module", "list", "--admin-addr", admin]);
+    assert!(ok, "{err}");
+    out
+}
+
+#[test]
+fn deploy_list_remove_on_a_running_node_and_across_a_restart() {
+    let threshold = module("threshold");
+    let data = tempfile::tempdir().unwrap();
+    let (mut wedge, admin) = Daemon::run_local(data.path(), &[]).unwrap();
+    wedge.wait_healthy(admin, Duration::from_secs(20)).unwrap();
+    let admin = admin.to_string();
+
+    let (ok, out, err) = cli(&[
+        "module",
+        "deploy",
+        threshold.to_str().unwrap(),
+        "--admin-addr",
+        &admin,
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.trim(),
+        "deployed threshold 0.1.0 (twin-handler, running)"
+    );
+    let listed = list(&admin);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("threshold ") && l.contains("running")),
+        "{listed}"
+    );
+
+    let junk = data.path().join("junk.wasm");
+    std::fs::write(&junk, b"not a component").unwrap();
+    let (ok, _, err) = cli(&[
+        "module",
+        "deploy",
+        junk.to_str().unwrap(),
+        "--admin-addr",
+        &admin,
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("deploy refused (400)") && err.contains("not a WebAssembly component"),
+        "{err}"
+    );
+
+    wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
+    let (mut wedge, admin2) = Daemon::run_local(data.path(), &[]).unwrap();
+    wedge.wait_healthy(admin2, Duration::from_secs(20)).unwrap();
+    let admin2 = admin2.to_string();
+    assert!(
+        list(&admin2).contains("threshold "),
+        "the module came back after the restart"
+    );
+    assert!(wedge.log().contains("module reloaded"), "{}", wedge.log());
+
+    let (ok, out, err) = cli(&["module", "remove", "threshold", "--admin-addr", &admin2]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "removed threshold");
+    assert!(!list(&admin2).contains("threshold "));
+    let (ok, _, err) = cli(&["module", "remove", "threshold", "--admin-addr", &admin2]);
+    assert!(!ok && err.contains("404"), "{err}");
+    wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
+
+    let (ok, _, err) = cli(&["module", "list", "--admin-addr", &admin2]);
+    assert!(
+        !ok && err.contains("is `wedge run` running there?"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_configured_module_directory_is_deployed_at_start() {
+    let shelf = tempfile::tempdir().unwrap();
+    for name in ["threshold", "virtual-thermometer"] {
+        std::fs::copy(module(name), shelf.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("edgecore.yaml");
+    std::fs::write(
+        &config,
+        format!("wedge:\n  modules:\n    dir: {}\n", shelf.path().display()),
+    )
+    .unwrap();
+    let (mut wedge, admin) =
+        Daemon::run_local(data.path(), &["--config", config.to_str().unwrap()]).unwrap();
+    wedge.wait_healthy(admin, Duration::from_secs(20)).unwrap();
+    let listed = list(&admin.to_string());
+    assert!(
+        listed.contains("threshold ") && listed.contains("virtual-thermometer "),
+        "{listed}"
+    );
+    wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
+}
+
+fn build(crate_dir: &Path, out: &Path, target: &Path) -> String {
+    let output = Command::new(wedge_bin())
+        .args([
+            "module",
+            "build",
+            crate_dir.to_str().unwrap(),
+            "--out-dir",
+            out.to_str().unwrap(),
+        ])
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "build of {} failed:\n{stderr}",
+        crate_dir.display()
+    );
+    assert!(
+        stderr.contains("validating") && stderr.contains("packaged"),
+        "progress shown: {stderr}"
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[test]
+fn new_modules_build_and_deploy() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().to_str().unwrap();
+    let target = work.path().join("target");
+    let out = work.path().join("out");
+    for (name, kind) in [("my-limit", "twin-handler"), ("my-driver", "mapper")] {
+        let (ok, stdout, err) = cli(&["module", "new", name, "--kind", kind, "--dir", dir]);
+        assert!(ok, "{err}");
+        assert!(
+            stdout.contains(&format!("created {dir}/{name} ({kind})")),
+            "{stdout}"
+        );
+    }
+    let (ok, _, err) = cli(&[
+        "module", "new", "my-limit", "--kind", "mapper", "--dir", dir,
+    ]);
+    assert!(!ok && err.contains("already exists"), "{err}");
+    let (ok, _, err) = cli(&[
+        "module", "new", "Bad_Name", "--kind", "mapper", "--dir", dir,
+    ]);
+    assert!(!ok && err.contains("a-z, 0-9"), "{err}");
+
+    let limit = build(&work.path().join("my-limit"), &out, &target);
+    let driver = build(&work.path().join("my-driver"), &out, &target);
+    assert_eq!(limit, out.join("my-limit.wasm").to_str().unwrap());
+
+    let data = tempfile::tempdir().unwrap();
+    let (mut wedge, admin) = Daemon::run_local(data.path(), &[]).unwrap();
+    wedge.wait_healthy(admin, Duration::from_secs(20)).unwrap();
+    let admin = admin.to_string();
+    for file in [&limit, &driver] {
+        let (ok, _, err) = cli(&["module", "deploy", file, "--admin-addr", &admin]);
+        assert!(ok, "{file}: {err}");
+    }
+    let listed = list(&admin);
+    assert!(
+        listed.contains("my-limit ") && listed.contains("my-driver "),
+        "{listed}"
+    );
+    wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
+
+    // A crate without a manifest is refused before anything is built.
+    std::fs::remove_file(work.path().join("my-limit/wedge.toml")).unwrap();
+    let (ok, _, err) = cli(&[
+        "module",
+        "build",
+        work.path().join("my-limit").to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("wedge.toml"), "{err}");
+}
