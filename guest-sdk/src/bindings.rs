@@ -1,7 +1,7 @@
 //! Bindings generated from `../wit` (package `wedge:device@0.1.0`), one module per world.
 //!
 //! Nothing here is part of the public API: the SDK converts every generated type into its own
-//! (see [`crate::types`]). The modules are `pub` only so that the export macros, expanded in a
+//! (`TwinValue`, `Device`, ...). The modules are `pub` only so that the export macros, expanded in a
 //! module's crate, can reach them.
 
 #![allow(clippy::too_many_arguments)]

@@ -407,11 +407,14 @@ fn socket_error(code: ErrorCode, what: &str) -> io::Error {
         ErrorCode::ConnectionAborted => ErrorKind::ConnectionAborted,
         _ => ErrorKind::Other,
     };
-    let detail = match code {
-        ErrorCode::AccessDenied => "access denied (is the endpoint in the manifest's capabilities.endpoints?)",
-        _ => code.message(),
+    let text = match code {
+        ErrorCode::AccessDenied => {
+            "access denied by the host (is the endpoint in the manifest's capabilities.endpoints?)"
+                .to_string()
+        }
+        _ => format!("{} ({})", code.message().trim_end_matches('.'), code.name()),
     };
-    io::Error::new(kind, format!("{what}: {} ({detail})", code.name()))
+    io::Error::new(kind, format!("{what}: {text}"))
 }
 
 fn stream_error(e: streams::Error, what: &str) -> io::Error {
