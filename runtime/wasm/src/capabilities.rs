@@ -120,7 +120,7 @@ mod tests {
         assert!(!socket_allowed(
             &granted,
             granted[0],
-            SocketAddrUse::UdpConnect
+            SocketAddrUse::TcpListen
         ));
     }
 }

@@ -1,10 +1,11 @@
 //! One wasmtime engine per node, its epoch clock, and the on-disk cache of compiled components.
 
+use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -53,6 +54,10 @@ pub struct WasmEngine {
     engine: Engine,
     cache_dir: PathBuf,
     engine_key: String,
+    /// Compiled components by code digest, so modules with the same code (several deployments
+    /// of one mapper, an upgrade that only changes the manifest) share one copy of the machine
+    /// code instead of each mapping its own.
+    loaded: Arc<Mutex<HashMap<String, Component>>>,
     _ticker: Arc<Ticker>,
 }
 
@@ -110,6 +115,7 @@ impl WasmEngine {
             engine,
             cache_dir: cache_dir.to_owned(),
             engine_key,
+            loaded: Arc::default(),
             _ticker: Arc::new(Ticker {
                 stop,
                 thread: Some(thread),
@@ -127,9 +133,42 @@ impl WasmEngine {
         (timeout.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64
     }
 
-    /// Compiles `bytes`, or loads the cached compilation of the same bytes for this engine.
+    /// Compiles `bytes`, or loads the cached compilation of the same bytes for this engine
+    /// (from memory when another module already uses that code, else from the disk cache).
     pub fn component(&self, bytes: &[u8]) -> Result<(Component, CompileSource), WasmError> {
+        self.component_with_digest(bytes)
+            .map(|(component, source, _)| (component, source))
+    }
+
+    /// [`WasmEngine::component`], also returning the code digest that names it in memory.
+    pub fn component_with_digest(
+        &self,
+        bytes: &[u8],
+    ) -> Result<(Component, CompileSource, String), WasmError> {
         let digest = hex(&Sha256::digest(bytes));
+        if let Some(component) = self.loaded().get(&digest) {
+            return Ok((component.clone(), CompileSource::Cached, digest));
+        }
+        let (component, source) = self.load_or_compile(bytes, &digest)?;
+        self.loaded().insert(digest.clone(), component.clone());
+        Ok((component, source, digest))
+    }
+
+    fn loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps in memory only the components whose digests are in `in_use`; the disk cache
+    /// stays. Called by the registry after a deploy or removal.
+    pub fn retain_components(&self, in_use: &std::collections::HashSet<String>) {
+        self.loaded().retain(|digest, _| in_use.contains(digest));
+    }
+
+    fn load_or_compile(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<(Component, CompileSource), WasmError> {
         let cached = self
             .cache_dir
             .join(format!("{digest}-{}.cwasm", self.engine_key));

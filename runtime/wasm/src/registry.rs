@@ -68,6 +68,8 @@ pub struct WasmHost {
     dir: PathBuf,
     store: Store,
     modules: RwLock<BTreeMap<String, Deployed>>,
+    /// Code digest of each module, to tell the engine which compiled code is still in use.
+    code: std::sync::Mutex<BTreeMap<String, String>>,
     /// Serialises deploy/remove so two deploys of one name cannot interleave.
     changes: tokio::sync::Mutex<()>,
 }
@@ -82,6 +84,7 @@ impl WasmHost {
             dir: dir.to_owned(),
             store,
             modules: RwLock::new(BTreeMap::new()),
+            code: std::sync::Mutex::new(BTreeMap::new()),
             changes: tokio::sync::Mutex::new(()),
         }
     }
@@ -100,12 +103,12 @@ impl WasmHost {
     }
 
     /// Validates and starts a module from its packaged bytes, without persisting it.
-    async fn instantiate(&self, bytes: &[u8]) -> Result<(Deployed, String), WasmError> {
+    async fn instantiate(&self, bytes: &[u8]) -> Result<(Deployed, String, String), WasmError> {
         let manifest = package::extract(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
         let sha256 = hex(&Sha256::digest(bytes));
         let code =
             package::without_manifest(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
-        let (component, _) = self.engine.component(&code)?;
+        let (component, _, code_digest) = self.engine.component_with_digest(&code)?;
         let deployed = match manifest.kind {
             ModuleKind::TwinHandler => Deployed::Handler(Arc::new(
                 HandlerModule::new(
@@ -128,14 +131,45 @@ impl WasmHost {
                 .await?,
             )),
         };
-        Ok((deployed, sha256))
+        Ok((deployed, sha256, code_digest))
+    }
+
+    /// Records which code `name` runs (`None`: removed) and releases code nobody runs.
+    fn track_code(&self, name: &str, digest: Option<String>) {
+        {
+            let mut code = self.code.lock().unwrap_or_else(|e| e.into_inner());
+            match digest {
+                Some(d) => code.insert(name.to_owned(), d),
+                None => code.remove(name),
+            };
+        }
+        self.release_unused_code();
+    }
+
+    /// Lets the engine drop compiled code that no deployed module runs (e.g. loaded for a
+    /// module whose deploy was refused, or replaced by an upgrade).
+    fn release_unused_code(&self) {
+        let in_use: std::collections::HashSet<String> = self
+            .code
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        self.engine.retain_components(&in_use);
     }
 
     /// Deploys or upgrades a module from a packaged component (see `package`). Returns its
     /// status. On any error nothing already deployed changes.
     pub async fn deploy(&self, bytes: Vec<u8>) -> Result<ModuleStatus, WasmError> {
         let _serial = self.changes.lock().await;
-        let (deployed, sha256) = self.instantiate(&bytes).await?;
+        let (deployed, sha256, code_digest) = match self.instantiate(&bytes).await {
+            Ok(ok) => ok,
+            Err(e) => {
+                self.release_unused_code();
+                return Err(e);
+            }
+        };
         let manifest = deployed.manifest().clone();
         let file = self.file_of(&sha256);
         if !file.is_file() {
@@ -173,6 +207,7 @@ impl WasmHost {
             .map_err(|e| WasmError::Store(e.to_string()))?;
         let status = deployed.status();
         let replaced = self.write().insert(manifest.name.clone(), deployed.clone());
+        self.track_code(&manifest.name, Some(code_digest));
         if let Some(old) = replaced {
             self.retire(old, &deployed).await;
         }
@@ -230,6 +265,7 @@ impl WasmHost {
             .await
             .map_err(|e| WasmError::Store(e.to_string()))?;
         let removed = self.write().remove(name);
+        self.track_code(name, None);
         if let Some(Deployed::Mapper(m)) = removed {
             m.stop();
         }
@@ -261,9 +297,10 @@ impl WasmHost {
         for (name, sha) in &records {
             let outcome = match std::fs::read(self.file_of(sha)) {
                 Ok(bytes) => match self.instantiate(&bytes).await {
-                    Ok((deployed, _)) => {
+                    Ok((deployed, _, code)) => {
                         let status = deployed.status();
                         self.write().insert(name.clone(), deployed);
+                        self.track_code(name, Some(code));
                         Ok(status)
                     }
                     Err(e) => Err(e),
@@ -396,7 +433,8 @@ impl WasmHost {
 impl MetricsSource for WasmHost {
     fn write_metrics(&self, w: &mut PromWriter) {
         let statuses = self.list();
-        let families: [(&str, &str, &str, fn(&ModuleStatus) -> f64); 4] = [
+        type Family = (&'static str, &'static str, &'static str, fn(&ModuleStatus) -> f64);
+        let families: [Family; 4] = [
             (
                 "wedge_wasm_module_calls_total",
                 "Calls into a Wasm module.",
