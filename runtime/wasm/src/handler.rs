@@ -12,8 +12,8 @@ use wasmtime::Store;
 use crate::bindings::{handler, wit_types};
 use crate::engine::WasmEngine;
 use crate::error::WasmError;
-use crate::host_state::{HostState, from_wit, to_wit};
-use crate::lifecycle::{Backoff, CallStats, ModuleStatus, describe_trap};
+use crate::host_state::{HostState, from_wit, new_store, to_wit};
+use crate::lifecycle::{Backoff, CallStats, ModuleStatus, init_outcome, trap_error};
 use crate::linking::{Pre, pre_instantiate};
 use crate::manifest::{Manifest, ModuleKind};
 use crate::services::{HostServices, TwinReader};
@@ -113,31 +113,23 @@ impl HandlerModule {
     }
 
     async fn instantiate(&self) -> Result<Live, WasmError> {
-        let state = HostState::new(&self.manifest, self.services.clone(), Arc::default());
-        let mut store = Store::new(self.engine.engine(), state);
-        store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(self.timeout_ticks);
-        store.epoch_deadline_trap();
+        let mut store = new_store(
+            &self.engine,
+            &self.manifest,
+            self.services.clone(),
+            Arc::default(),
+            self.timeout_ticks,
+        );
         let bindings = self
             .pre
             .instantiate_async(&mut store)
             .await
             .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
-        match bindings
+        let init = bindings
             .call_init(&mut store, &self.manifest.config_json())
-            .await
-        {
-            Ok(Ok(())) => Ok(Live { store, bindings }),
-            Ok(Err(refused)) => Err(WasmError::Init(refused)),
-            Err(trap) => Err(WasmError::Trap {
-                module: self.manifest.name.clone(),
-                reason: describe_trap(
-                    &trap,
-                    self.manifest.limits.call_timeout_ms,
-                    self.manifest.limits.memory_mib,
-                ),
-            }),
-        }
+            .await;
+        init_outcome(&self.manifest, init)?;
+        Ok(Live { store, bindings })
     }
 
     /// The manifest.
@@ -208,17 +200,10 @@ impl HandlerModule {
             Err(trap) => {
                 CallStats::bump(&self.stats.traps);
                 *slot = None;
-                let reason = describe_trap(
-                    &trap,
-                    self.manifest.limits.call_timeout_ms,
-                    self.manifest.limits.memory_mib,
-                );
-                tracing::warn!(module = %self.manifest.name, "twin handler trapped: {reason}");
-                self.backoff().record_failure(reason.clone());
-                Err(WasmError::Trap {
-                    module: self.manifest.name.clone(),
-                    reason,
-                })
+                let error = trap_error(&self.manifest, &trap);
+                tracing::warn!("twin handler: {error}");
+                self.backoff().record_failure(error.to_string());
+                Err(error)
             }
         }
     }

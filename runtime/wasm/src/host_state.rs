@@ -76,6 +76,23 @@ impl HostState {
     }
 }
 
+/// A store for one instance of `manifest`'s module, with its memory limit and a call deadline
+/// of `ticks` epochs that traps.
+pub(crate) fn new_store(
+    engine: &crate::engine::WasmEngine,
+    manifest: &Manifest,
+    services: HostServices,
+    mapper_devices: Arc<RwLock<HashSet<String>>>,
+    ticks: u64,
+) -> wasmtime::Store<HostState> {
+    let state = HostState::new(manifest, services, mapper_devices);
+    let mut store = wasmtime::Store::new(engine.engine(), state);
+    store.limiter(|s| &mut s.limits);
+    store.set_epoch_deadline(ticks);
+    store.epoch_deadline_trap();
+    store
+}
+
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {

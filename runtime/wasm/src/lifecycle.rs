@@ -145,8 +145,35 @@ pub struct ModuleStatus {
     pub last_error: Option<String>,
 }
 
+/// The error for a call of `manifest`'s module that trapped.
+pub(crate) fn trap_error(
+    manifest: &crate::manifest::Manifest,
+    trap: &wasmtime::Error,
+) -> WasmError {
+    WasmError::Trap {
+        module: manifest.name.clone(),
+        reason: describe_trap(
+            trap,
+            manifest.limits.call_timeout_ms,
+            manifest.limits.memory_mib,
+        ),
+    }
+}
+
+/// The outcome of a module's `init` call.
+pub(crate) fn init_outcome(
+    manifest: &crate::manifest::Manifest,
+    outcome: wasmtime::Result<Result<(), String>>,
+) -> Result<(), WasmError> {
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(refused)) => Err(WasmError::Init(refused)),
+        Err(trap) => Err(trap_error(manifest, &trap)),
+    }
+}
+
 /// Turns a wasmtime call error into words an operator can act on.
-pub(crate) fn describe_trap(e: &wasmtime::Error, timeout_ms: u32, memory_mib: u32) -> String {
+fn describe_trap(e: &wasmtime::Error, timeout_ms: u32, memory_mib: u32) -> String {
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
         return match trap {
             wasmtime::Trap::Interrupt => {

@@ -17,8 +17,8 @@ use wasmtime::Store;
 use crate::bindings::{mapper, wit_types};
 use crate::engine::WasmEngine;
 use crate::error::WasmError;
-use crate::host_state::{HostState, to_wit};
-use crate::lifecycle::{Backoff, CallStats, ModuleStatus, RunState, describe_trap};
+use crate::host_state::{HostState, new_store, to_wit};
+use crate::lifecycle::{Backoff, CallStats, ModuleStatus, RunState, init_outcome, trap_error};
 use crate::linking::{Pre, pre_instantiate};
 use crate::manifest::{Manifest, ModuleKind};
 use crate::services::HostServices;
@@ -450,17 +450,10 @@ impl Runner {
             Err(trap) => {
                 CallStats::bump(&self.shared.stats.traps);
                 self.live = None;
-                let reason = describe_trap(
-                    &trap,
-                    self.manifest.limits.call_timeout_ms,
-                    self.manifest.limits.memory_mib,
-                );
-                tracing::warn!(module = %self.manifest.name, "mapper trapped: {reason}");
-                self.backoff().record_failure(reason.clone());
-                Err(WasmError::Trap {
-                    module: self.manifest.name.clone(),
-                    reason,
-                })
+                let error = trap_error(&self.manifest, &trap);
+                tracing::warn!("mapper: {error}");
+                self.backoff().record_failure(error.to_string());
+                Err(error)
             }
         }
     }
@@ -515,30 +508,19 @@ impl Runner {
     }
 
     fn instantiate(&self) -> Result<Live, WasmError> {
-        let state = HostState::new(
+        let mut store = new_store(
+            &self.engine,
             &self.manifest,
             self.services.clone(),
             self.device_ids.clone(),
+            self.timeout_ticks(),
         );
-        let mut store = Store::new(self.engine.engine(), state);
-        store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(self.timeout_ticks());
-        store.epoch_deadline_trap();
         let bindings = self
             .pre
             .instantiate(&mut store)
             .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
-        match bindings.call_init(&mut store, &self.manifest.config_json()) {
-            Ok(Ok(())) => Ok(Live { store, bindings }),
-            Ok(Err(refused)) => Err(WasmError::Init(refused)),
-            Err(trap) => Err(WasmError::Trap {
-                module: self.manifest.name.clone(),
-                reason: describe_trap(
-                    &trap,
-                    self.manifest.limits.call_timeout_ms,
-                    self.manifest.limits.memory_mib,
-                ),
-            }),
-        }
+        let init = bindings.call_init(&mut store, &self.manifest.config_json());
+        init_outcome(&self.manifest, init)?;
+        Ok(Live { store, bindings })
     }
 }

@@ -433,7 +433,12 @@ impl WasmHost {
 impl MetricsSource for WasmHost {
     fn write_metrics(&self, w: &mut PromWriter) {
         let statuses = self.list();
-        type Family = (&'static str, &'static str, &'static str, fn(&ModuleStatus) -> f64);
+        type Family = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&ModuleStatus) -> f64,
+        );
         let families: [Family; 4] = [
             (
                 "wedge_wasm_module_calls_total",

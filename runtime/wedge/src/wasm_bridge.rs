@@ -41,25 +41,17 @@ impl Publisher for BusBridge {
     }
 }
 
-impl MapperSink for BusBridge {
-    fn report_actual(
+impl BusBridge {
+    /// Hands devicetwin what a mapper would publish on `$hw/events/device/<id>/<suffix>`, so
+    /// a Wasm report takes exactly the path of an MQTT one.
+    fn to_twin(
         &self,
         mapper: &str,
         device: &str,
-        property: &str,
-        value: TwinValue,
+        suffix: &str,
+        payload: serde_json::Value,
     ) -> Result<(), String> {
-        // The same payload a mapper would publish on `$hw/events/device/<id>/twin/update`, so
-        // devicetwin treats a Wasm report exactly like an MQTT one.
-        let payload = serde_json::json!({
-            "event_id": "",
-            "timestamp": wedge_core::time::now_ms(),
-            "twin": { property: {
-                "actual": { "value": value.to_kubeedge() },
-                "metadata": { "type": value.kubeedge_type() },
-            }},
-        });
-        let topic = format!("$hw/events/device/{device}/twin/update");
+        let topic = format!("$hw/events/device/{device}/{suffix}");
         let mut msg = Message::build(
             WASM_SOURCE,
             group::TWIN,
@@ -72,6 +64,26 @@ impl MapperSink for BusBridge {
             .try_send(module::TWIN, msg)
             .map_err(|e| refused("devicetwin", e))
     }
+}
+
+impl MapperSink for BusBridge {
+    fn report_actual(
+        &self,
+        mapper: &str,
+        device: &str,
+        property: &str,
+        value: TwinValue,
+    ) -> Result<(), String> {
+        let payload = serde_json::json!({
+            "event_id": "",
+            "timestamp": wedge_core::time::now_ms(),
+            "twin": { property: {
+                "actual": { "value": value.to_kubeedge() },
+                "metadata": { "type": value.kubeedge_type() },
+            }},
+        });
+        self.to_twin(mapper, device, "twin/update", payload)
+    }
 
     fn report_state(&self, mapper: &str, device: &str, state: DeviceState) -> Result<(), String> {
         let payload = serde_json::json!({
@@ -79,18 +91,7 @@ impl MapperSink for BusBridge {
             "timestamp": wedge_core::time::now_ms(),
             "state": state.as_str(),
         });
-        let topic = format!("$hw/events/device/{device}/state/update");
-        let mut msg = Message::build(
-            WASM_SOURCE,
-            group::TWIN,
-            operation::UPDATE,
-            &topic,
-            Content::string(payload.to_string()),
-        );
-        msg.header.message_type = mapper.to_owned();
-        self.bus
-            .try_send(module::TWIN, msg)
-            .map_err(|e| refused("devicetwin", e))
+        self.to_twin(mapper, device, "state/update", payload)
     }
 }
 
