@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use wedge_core::Store;
 use wedge_core::store::StoreOptions;
-use wedge_tests::guests::{module, module_bytes, repo_root};
+use wedge_tests::guests::{module, module_bytes};
 use wedge_tests::modbus_server::{ModbusServer, Registers};
 use wedge_wasm::package;
 use wedge_wasm::{
@@ -465,9 +465,7 @@ async fn hostile_guests_fail_only_their_own_calls() {
 async fn bad_modules_are_refused_and_change_nothing() {
     let node = node().await;
     let good = node.host.deploy(module_bytes("threshold")).await.unwrap();
-    let raw_component =
-        std::fs::read(repo_root().join("modules/target/wasm32-wasip2/release/threshold.wasm"))
-            .unwrap();
+    let raw_component = package::without_manifest(&module_bytes("threshold")).unwrap();
     let mut bad_version = module_bytes("threshold");
     let at = bad_version
         .windows(17)
