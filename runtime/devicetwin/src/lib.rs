@@ -1,0 +1,1 @@
+//! DeviceTwin (in progress).

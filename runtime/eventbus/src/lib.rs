@@ -1,0 +1,1 @@
+//! EventBus (in progress).
