@@ -2,11 +2,13 @@
 //! topic protocol (`spec/kubeedge-compat.md` §5).
 //!
 //! Built so far: the topic grammar (`topics`), KubeEdge's validation rules and error strings
-//! (`validate`), and the wire JSON (`wire`), each checked against the spec's worked examples.
-//! The update algorithm, storage and the module itself come next (issue 4).
+//! (`validate`), the wire JSON (`wire`) and a mapper's update with its version rules and
+//! outputs (`mapper_update`), each checked against the spec's worked examples. Cloud syncs,
+//! storage and the module itself come next (issue 4).
 
 #![warn(missing_docs)]
 
+pub mod mapper_update;
 pub mod topics;
 pub mod validate;
 pub mod wire;
