@@ -1,0 +1,360 @@
+//! One MQTT 3.1.1 client connection of the embedded broker: CONNECT and log-in, then packets in
+//! and deliveries out until the client leaves, times out, is taken over, or the broker stops.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use rumqttc::mqttbytes::Error as CodecError;
+use rumqttc::{
+    ConnAck, ConnectReturnCode, Packet, PubAck, PubComp, PubRec, Publish, QoS, SubAck,
+    SubscribeReasonCode, UnsubAck,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::router::{Delivery, Router};
+use crate::settings::Credentials;
+use crate::topics::{valid_filter, valid_topic};
+
+/// The client id the module's own in-process link uses; network clients may not take it.
+pub(crate) const LOCAL_CLIENT_ID: &str = "$wedge-eventbus";
+
+/// Limits and log-in rules every connection follows.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionSettings {
+    /// Required user name and password, if any.
+    pub credentials: Option<Credentials>,
+    /// Deliveries queued per client before they are dropped.
+    pub queue: usize,
+    /// Largest packet accepted from or sent to a client.
+    pub max_packet: usize,
+    /// QoS 1 deliveries awaiting PUBACK before the broker stops sending to that client.
+    pub max_inflight: usize,
+    /// How long a new connection may take to send CONNECT.
+    pub connect_timeout: Duration,
+}
+
+/// Why a connection ended abnormally.
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("malformed packet: {0}")]
+    Codec(CodecError),
+    #[error("protocol violation: {0}")]
+    Protocol(&'static str),
+    #[error("closed by the client")]
+    Eof,
+}
+
+/// How a connection ended, which decides whether the client's will is published.
+enum End {
+    /// DISCONNECT received: the will is discarded.
+    Clean,
+    /// Taken over by another connection or broker shutdown.
+    Kicked,
+}
+
+struct Wire {
+    stream: TcpStream,
+    read_buf: BytesMut,
+    write_buf: BytesMut,
+    max_packet: usize,
+}
+
+impl Wire {
+    /// The next packet. Cancel-safe: partial input stays in `read_buf`.
+    async fn read_packet(&mut self) -> Result<Packet, ConnError> {
+        loop {
+            match Packet::read(&mut self.read_buf, self.max_packet) {
+                Ok(packet) => return Ok(packet),
+                Err(CodecError::InsufficientBytes(_)) => {}
+                Err(e) => return Err(ConnError::Codec(e)),
+            }
+            if self.stream.read_buf(&mut self.read_buf).await? == 0 {
+                return Err(ConnError::Eof);
+            }
+        }
+    }
+
+    async fn write_packet(&mut self, packet: Packet) -> Result<(), ConnError> {
+        self.write_buf.clear();
+        packet
+            .write(&mut self.write_buf, self.max_packet)
+            .map_err(ConnError::Codec)?;
+        self.stream.write_all(&self.write_buf).await?;
+        Ok(())
+    }
+}
+
+/// Serves one accepted socket until it ends; never fails the broker.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    router: Arc<Router>,
+    settings: Arc<ConnectionSettings>,
+    token: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let mut wire = Wire {
+        stream,
+        read_buf: BytesMut::with_capacity(4096),
+        write_buf: BytesMut::with_capacity(4096),
+        max_packet: settings.max_packet,
+    };
+    let first = tokio::select! {
+        _ = token.cancelled() => return,
+        r = tokio::time::timeout(settings.connect_timeout, wire.read_packet()) => r,
+    };
+    let connect = match first {
+        Ok(Ok(Packet::Connect(connect))) => connect,
+        Ok(Err(ConnError::Codec(CodecError::InvalidProtocol)))
+        | Ok(Err(ConnError::Codec(CodecError::InvalidProtocolLevel(_)))) => {
+            tracing::debug!(%peer, "refused: not MQTT 3.1.1");
+            let _ = refuse(&mut wire, ConnectReturnCode::RefusedProtocolVersion).await;
+            return;
+        }
+        Ok(Ok(_)) => {
+            tracing::debug!(%peer, "first packet is not CONNECT; closing");
+            return;
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, "before CONNECT: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "no CONNECT in time; closing");
+            return;
+        }
+    };
+    if connect.protocol != rumqttc::Protocol::V4 {
+        let _ = refuse(&mut wire, ConnectReturnCode::RefusedProtocolVersion).await;
+        return;
+    }
+    if let Some(required) = &settings.credentials {
+        let ok = connect.login.as_ref().is_some_and(|login| {
+            login.username == required.username && login.password == required.password
+        });
+        if !ok {
+            tracing::warn!(%peer, client_id = %connect.client_id, "refused: bad user name or password");
+            let _ = refuse(&mut wire, ConnectReturnCode::BadUserNamePassword).await;
+            return;
+        }
+    }
+    let client_id = if connect.client_id.is_empty() {
+        if !connect.clean_session {
+            let _ = refuse(&mut wire, ConnectReturnCode::BadClientId).await;
+            return;
+        }
+        generated_id()
+    } else if connect.client_id == LOCAL_CLIENT_ID {
+        let _ = refuse(&mut wire, ConnectReturnCode::BadClientId).await;
+        return;
+    } else {
+        connect.client_id.clone()
+    };
+
+    let (tx, rx) = mpsc::channel(settings.queue.max(1));
+    let attachment = router.attach(&client_id, tx, &token);
+    // Sessions are not persisted: every session starts clean, so `session present` is 0.
+    let mut session = Session {
+        client_id: &client_id,
+        generation: attachment.generation,
+        router: &router,
+        settings: &settings,
+        deliveries: rx,
+        inflight: HashSet::new(),
+        awaiting_release: HashSet::new(),
+        next_pkid: 0,
+        keep_alive: Duration::from_secs(u64::from(connect.keep_alive)),
+    };
+    let ended = match wire
+        .write_packet(Packet::ConnAck(ConnAck::new(
+            ConnectReturnCode::Success,
+            false,
+        )))
+        .await
+    {
+        Ok(()) => {
+            tracing::debug!(%peer, client_id = %client_id, "client connected");
+            session.run(&mut wire, &attachment.kick).await
+        }
+        Err(e) => Err(e),
+    };
+    router.detach(&client_id, attachment.generation);
+    match ended {
+        Ok(End::Clean) => tracing::debug!(client_id = %client_id, "client disconnected"),
+        Ok(End::Kicked) => tracing::debug!(client_id = %client_id, "connection closed by broker"),
+        Err(e) => {
+            tracing::debug!(client_id = %client_id, "connection lost: {e}");
+            if let Some(will) = connect.last_will
+                && valid_topic(&will.topic)
+            {
+                router.publish(&will.topic, will.message, will.qos, will.retain);
+            }
+        }
+    }
+}
+
+async fn refuse(wire: &mut Wire, code: ConnectReturnCode) -> Result<(), ConnError> {
+    wire.write_packet(Packet::ConnAck(ConnAck::new(code, false)))
+        .await
+}
+
+fn generated_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("wedge-auto-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+struct Session<'a> {
+    client_id: &'a str,
+    generation: u64,
+    router: &'a Router,
+    settings: &'a ConnectionSettings,
+    deliveries: mpsc::Receiver<Delivery>,
+    /// Packet ids of QoS 1 deliveries not yet acknowledged.
+    inflight: HashSet<u16>,
+    /// Packet ids of QoS 2 publishes received, waiting for PUBREL.
+    awaiting_release: HashSet<u16>,
+    next_pkid: u16,
+    keep_alive: Duration,
+}
+
+impl Session<'_> {
+    async fn run(&mut self, wire: &mut Wire, kick: &CancellationToken) -> Result<End, ConnError> {
+        // MQTT-3.1.2-24: one and a half keep-alive periods without a packet closes the link.
+        let grace = self.keep_alive + self.keep_alive / 2;
+        let mut deadline = Instant::now() + grace;
+        loop {
+            let can_send = self.inflight.len() < self.settings.max_inflight;
+            tokio::select! {
+                biased;
+                _ = kick.cancelled() => return Ok(End::Kicked),
+                packet = wire.read_packet() => {
+                    deadline = Instant::now() + grace;
+                    if let Some(end) = self.handle(wire, packet?).await? {
+                        return Ok(end);
+                    }
+                }
+                Some(delivery) = self.deliveries.recv(), if can_send => {
+                    self.deliver(wire, delivery).await?;
+                }
+                _ = tokio::time::sleep_until(deadline), if !self.keep_alive.is_zero() => {
+                    return Err(ConnError::Protocol("keep-alive expired"));
+                }
+            }
+        }
+    }
+
+    async fn handle(&mut self, wire: &mut Wire, packet: Packet) -> Result<Option<End>, ConnError> {
+        match packet {
+            Packet::Publish(publish) => {
+                if !valid_topic(&publish.topic) {
+                    return Err(ConnError::Protocol("PUBLISH to an invalid topic name"));
+                }
+                match publish.qos {
+                    QoS::AtMostOnce => self.route(publish),
+                    QoS::AtLeastOnce => {
+                        let pkid = publish.pkid;
+                        self.route(publish);
+                        wire.write_packet(Packet::PubAck(PubAck::new(pkid))).await?;
+                    }
+                    QoS::ExactlyOnce => {
+                        let pkid = publish.pkid;
+                        // A re-sent QoS 2 publish is routed once.
+                        if self.awaiting_release.insert(pkid) {
+                            self.route(publish);
+                        }
+                        wire.write_packet(Packet::PubRec(PubRec::new(pkid))).await?;
+                    }
+                }
+            }
+            Packet::PubRel(release) => {
+                self.awaiting_release.remove(&release.pkid);
+                wire.write_packet(Packet::PubComp(PubComp::new(release.pkid)))
+                    .await?;
+            }
+            Packet::PubAck(ack) => {
+                self.inflight.remove(&ack.pkid);
+            }
+            Packet::Subscribe(subscribe) => {
+                let codes = subscribe
+                    .filters
+                    .iter()
+                    .map(|f| {
+                        if valid_filter(&f.path) {
+                            SubscribeReasonCode::Success(self.router.subscribe(
+                                self.client_id,
+                                self.generation,
+                                &f.path,
+                                f.qos,
+                            ))
+                        } else {
+                            tracing::debug!(client_id = self.client_id, filter = %f.path, "invalid filter refused");
+                            SubscribeReasonCode::Failure
+                        }
+                    })
+                    .collect();
+                wire.write_packet(Packet::SubAck(SubAck::new(subscribe.pkid, codes)))
+                    .await?;
+            }
+            Packet::Unsubscribe(unsubscribe) => {
+                for filter in &unsubscribe.topics {
+                    self.router
+                        .unsubscribe(self.client_id, self.generation, filter);
+                }
+                wire.write_packet(Packet::UnsubAck(UnsubAck::new(unsubscribe.pkid)))
+                    .await?;
+            }
+            Packet::PingReq => wire.write_packet(Packet::PingResp).await?,
+            Packet::Disconnect => return Ok(Some(End::Clean)),
+            // We never send QoS 2, so PUBREC/PUBCOMP from a client answer nothing of ours.
+            Packet::PubRec(_) | Packet::PubComp(_) => {}
+            Packet::Connect(_) => return Err(ConnError::Protocol("second CONNECT")),
+            Packet::ConnAck(_) | Packet::SubAck(_) | Packet::UnsubAck(_) | Packet::PingResp => {
+                return Err(ConnError::Protocol("server-only packet from a client"));
+            }
+        }
+        Ok(None)
+    }
+
+    fn route(&self, publish: Publish) {
+        self.router
+            .publish(&publish.topic, publish.payload, publish.qos, publish.retain);
+    }
+
+    async fn deliver(&mut self, wire: &mut Wire, delivery: Delivery) -> Result<(), ConnError> {
+        let mut publish =
+            Publish::from_bytes(delivery.topic.as_ref(), delivery.qos, delivery.payload);
+        publish.retain = delivery.retain;
+        if publish.size() > self.settings.max_packet {
+            tracing::warn!(
+                client_id = self.client_id,
+                topic = %delivery.topic,
+                "message larger than the broker's packet limit not delivered"
+            );
+            return Ok(());
+        }
+        if delivery.qos != QoS::AtMostOnce {
+            publish.pkid = self.next_packet_id();
+            self.inflight.insert(publish.pkid);
+        }
+        wire.write_packet(Packet::Publish(publish)).await
+    }
+
+    fn next_packet_id(&mut self) -> u16 {
+        loop {
+            self.next_pkid = self.next_pkid.wrapping_add(1).max(1);
+            if !self.inflight.contains(&self.next_pkid) {
+                return self.next_pkid;
+            }
+        }
+    }
+}
