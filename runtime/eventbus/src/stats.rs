@@ -168,3 +168,34 @@ impl MetricsSource for Stats {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_every_family() {
+        let stats = Stats::default();
+        stats.count_drop(DropReason::Oversized);
+        stats.count_drop(DropReason::Oversized);
+        stats.external_connected.store(true, Ordering::Relaxed);
+        stats.broker_clients.store(3, Ordering::Relaxed);
+        let mut w = PromWriter::new();
+        stats.write_metrics(&mut w);
+        let page = w.finish();
+        assert!(
+            page.contains("wedge_eventbus_dropped_total{reason=\"oversized\"} 2"),
+            "{page}"
+        );
+        assert!(
+            page.contains("wedge_eventbus_external_connected 1"),
+            "{page}"
+        );
+        assert!(page.contains("wedge_eventbus_broker_clients 3"), "{page}");
+        assert!(
+            page.contains("wedge_eventbus_forwarded_total{module=\"twin\"} 0"),
+            "{page}"
+        );
+        assert_eq!(stats.dropped(DropReason::Oversized), 2);
+    }
+}

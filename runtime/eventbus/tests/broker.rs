@@ -54,11 +54,15 @@ async fn dollar_topics_need_an_explicit_first_level() {
 async fn qos1_delivery_and_retained_messages() {
     let (b, port) = broker(BrokerOptions::default()).await;
     let publisher = TestClient::connect(port, "pub").await;
+    let mut witness = TestClient::connect(port, "witness").await;
+    witness.subscribe("state/lamp").await;
     publisher
         .client
         .publish("state/lamp", QoS::AtLeastOnce, true, "on")
         .await
         .unwrap();
+    // Once the witness has it, the broker holds it as retained.
+    assert!(!witness.next_publish().await.retain);
     let mut live = TestClient::connect(port, "live").await;
     live.subscribe("state/+").await;
     // Retained for a subscriber that comes later: flagged retain.

@@ -81,3 +81,25 @@ async fn subscriptions_are_durable_across_restarts() {
     assert!(node.stored_topics().await.is_empty());
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_for_a_missing_module_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut node = Node::start(dir.path(), embedded(port)).await;
+    let client = common::TestClient::connect(port, "dev").await;
+    scenarios::until_flowing(&mut node, &client).await;
+    // No twin module on the bus: twin-bound messages are dropped, others still flow.
+    node.bus.unregister("twin");
+    client.publish(scenarios::TWIN_TOPIC, "lost").await;
+    client.publish("factory/user/after", "kept").await;
+    let msg = common::next(&mut node.cloud).await;
+    assert_eq!(msg.route.resource, "factory/user/after");
+    assert_eq!(
+        node.eventbus
+            .stats()
+            .dropped(wedge_eventbus::DropReason::NoDestination),
+        1
+    );
+    node.stop().await;
+}

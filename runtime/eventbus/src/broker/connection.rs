@@ -184,7 +184,12 @@ pub(crate) async fn serve(
     {
         Ok(()) => {
             tracing::debug!(%peer, client_id = %client_id, "client connected");
-            session.run(&mut wire, &attachment.kick).await
+            // Racing the whole session against the kick also interrupts a write stuck on a
+            // client that stopped reading, so takeover and shutdown are never held up.
+            tokio::select! {
+                ended = session.run(&mut wire, &attachment.kick) => ended,
+                _ = attachment.kick.cancelled() => Ok(End::Kicked),
+            }
         }
         Err(e) => Err(e),
     };

@@ -139,12 +139,17 @@ impl EmbeddedBroker {
         }
     }
 
-    /// Stops listening, closes every connection and waits for their tasks.
+    /// Stops listening, closes every connection and waits (up to 2 s) for their tasks.
     pub async fn stop(self) {
         self.token.cancel();
         self.router.kick_all();
         self.tasks.close();
-        self.tasks.wait().await;
+        if tokio::time::timeout(Duration::from_secs(2), self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("embedded broker tasks still running 2 s after stop");
+        }
     }
 }
 

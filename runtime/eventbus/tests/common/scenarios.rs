@@ -18,7 +18,8 @@ pub const TWIN_RESOURCE: &str = "JGh3L2V2ZW50cy9kZXZpY2UvZGVmYXVsdC90aGVybW8tMS9
 /// to an external broker), then empties the mailboxes.
 pub async fn until_flowing(node: &mut Node, client: &TestClient) {
     publish_until(client, TWIN_TOPIC, "{}", &mut node.twin, TWIN_RESOURCE).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Let any earlier probe still in flight land before emptying the mailboxes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     drain(&mut node.twin);
     drain(&mut node.cloud);
 }
