@@ -292,3 +292,62 @@ async fn mosquitto_clients_interoperate() {
     assert_eq!(line, "$hw/events/node/edge-1/membership/get {}");
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_clients_are_dropped_after_one_and_a_half_keep_alives() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let (b, port) = broker(BrokerOptions::default()).await;
+    let mut watcher = TestClient::connect(port, "watcher").await;
+    watcher.subscribe("devices/+/status").await;
+    // A raw client: CONNECT with a 1 s keep-alive and a will, then silence.
+    let mut connect = rumqttc::Connect::new("silent");
+    connect.keep_alive = 1;
+    connect.last_will = Some(LastWill::new(
+        "devices/silent/status",
+        "timed out",
+        QoS::AtMostOnce,
+        false,
+    ));
+    let mut bytes = bytes::BytesMut::new();
+    connect.write(&mut bytes).unwrap();
+    let mut socket = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    socket.write_all(&bytes).await.unwrap();
+    let mut connack = [0u8; 4];
+    socket.read_exact(&mut connack).await.unwrap();
+    assert_eq!(connack, [0x20, 2, 0, 0], "CONNACK accepted");
+    // The broker closes the socket (EOF) and publishes the will.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(WAIT, socket.read_to_end(&mut rest)).await;
+    assert!(matches!(read, Ok(Ok(0))), "socket not closed: {read:?}");
+    let p = watcher.next_publish().await;
+    assert_eq!(&p.payload[..], b"timed out");
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_protocol_versions_are_refused() {
+    let (b, port) = broker(BrokerOptions::default()).await;
+    for version in ["mqttv31", "mqttv5"] {
+        let status = tokio::task::spawn_blocking(move || {
+            Command::new(client_binary("mosquitto_pub"))
+                .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-V", version])
+                .args(["-t", "a/b", "-m", "x"])
+                .stderr(Stdio::null())
+                .status()
+                .expect("run mosquitto_pub")
+        })
+        .await
+        .unwrap();
+        assert!(!status.success(), "{version} accepted");
+    }
+    // MQTT 3.1.1 from the same tool is accepted.
+    assert!(
+        tokio::task::spawn_blocking(move || mosquitto_pub(port, "a/b", "x"))
+            .await
+            .unwrap()
+    );
+    b.stop().await;
+}
