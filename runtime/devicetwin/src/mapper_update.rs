@@ -135,6 +135,22 @@ fn written(value: &TwinValue, now: i64) -> TwinValue {
     }
 }
 
+/// A side a mapper writes: the value stamped `now`, its version's `edge` bumped — or started
+/// at `{"cloud":0,"edge":1}` for a new twin.
+fn write_side(
+    side: &TwinValue,
+    old_version: Option<Version>,
+    is_new: bool,
+    now: i64,
+) -> (TwinValue, Version) {
+    let version = if is_new {
+        Version { cloud: 0, edge: 1 }
+    } else {
+        bump(old_version)
+    };
+    (written(side, now), version)
+}
+
 fn bump(version: Option<Version>) -> Version {
     let mut v = version.unwrap_or_default();
     v.edge += 1;
@@ -198,29 +214,22 @@ pub fn apply(
                 let mut new = old.clone();
                 let mut result_twin = Twin::default();
                 let mut edge_twin = Twin::default();
+                let is_new = previous.is_none();
                 if let Some(expected) = &update.expected {
-                    let v = written(expected, now);
+                    let (v, version) = write_side(expected, old.expected_version, is_new, now);
                     new.expected = Some(v.clone());
-                    new.expected_version = Some(if previous.is_some() {
-                        bump(old.expected_version)
-                    } else {
-                        Version { cloud: 0, edge: 1 }
-                    });
+                    new.expected_version = Some(version);
                     result_twin.expected = Some(v.clone());
                     edge_twin.expected = Some(v);
-                    edge_twin.expected_version = new.expected_version;
+                    edge_twin.expected_version = Some(version);
                 }
                 if let Some(actual) = &update.actual {
-                    let v = written(actual, now);
+                    let (v, version) = write_side(actual, old.actual_version, is_new, now);
                     new.actual = Some(v.clone());
-                    new.actual_version = Some(if previous.is_some() {
-                        bump(old.actual_version)
-                    } else {
-                        Version { cloud: 0, edge: 1 }
-                    });
+                    new.actual_version = Some(version);
                     result_twin.actual = Some(v.clone());
                     edge_twin.actual = Some(v);
-                    edge_twin.actual_version = new.actual_version;
+                    edge_twin.actual_version = Some(version);
                 }
                 match &previous {
                     None => {

@@ -148,15 +148,7 @@ impl Manifest {
     /// Checks every field; the error names the field and what is allowed.
     pub fn validate(&self) -> Result<(), ManifestError> {
         let fail = |msg: String| Err(ManifestError(msg));
-        let name_ok = !self.name.is_empty()
-            && self.name.len() <= 63
-            && self
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !self.name.starts_with('-')
-            && !self.name.ends_with('-');
-        if !name_ok {
+        if !valid_module_name(&self.name) {
             return fail(format!(
                 "name {:?} must be 1-63 characters of a-z, 0-9 and '-', not starting or ending with '-'",
                 self.name
@@ -214,6 +206,18 @@ impl Manifest {
         }
         Ok(())
     }
+}
+
+/// A module name: 1 to 63 characters of `a-z`, `0-9` and `-`, not starting or ending with `-`
+/// (it names files, crates and metrics labels).
+pub fn valid_module_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
 }
 
 fn is_semver(v: &str) -> bool {

@@ -19,14 +19,7 @@ pub fn new_module(
     dir: Option<&Path>,
     sdk_path: Option<&Path>,
 ) -> Result<()> {
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if !name_ok {
+    if !wedge_wasm::manifest::valid_module_name(name) {
         bail!("module name {name:?} must be 1-63 characters of a-z, 0-9 and '-'");
     }
     let sdk = match sdk_path {
