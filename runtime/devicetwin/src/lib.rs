@@ -8,6 +8,10 @@
 
 #![warn(missing_docs)]
 
+pub mod definition;
+pub mod device;
+pub mod effects;
+pub mod hooks;
 pub mod mapper_update;
 pub mod topics;
 pub mod validate;
