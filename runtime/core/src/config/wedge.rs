@@ -28,6 +28,9 @@ pub struct WedgeSettings {
     /// Wasm modules (mappers and twin handlers).
     #[serde(deserialize_with = "null_as_default")]
     pub modules: ModulesSettings,
+    /// Devices defined on the node itself (no cloud needed).
+    #[serde(deserialize_with = "null_as_default")]
+    pub devices: DevicesSettings,
 }
 
 impl Default for WedgeSettings {
@@ -40,6 +43,7 @@ impl Default for WedgeSettings {
             bus: BusSettings::default(),
             supervision: SupervisionSettings::default(),
             modules: ModulesSettings::default(),
+            devices: DevicesSettings::default(),
         }
     }
 }
@@ -62,6 +66,16 @@ impl Default for ModulesSettings {
             max_instances: 512,
         }
     }
+}
+
+/// `wedge.devices`: devices defined locally.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct DevicesSettings {
+    /// Directory of KubeEdge `Device` / `DeviceModel` YAML files (`devices.kubeedge.io/v1beta1`)
+    /// loaded at start ("" = none): each device is added to devicetwin if it is not known yet
+    /// and handed to the mapper of its protocol, as if the cloud had sent it.
+    pub dir: String,
 }
 
 /// `wedge.logFormat`.
