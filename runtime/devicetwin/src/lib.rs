@@ -8,11 +8,18 @@
 
 #![warn(missing_docs)]
 
+pub mod attributes;
+pub mod cloud_pending;
+pub mod cloud_sync;
 pub mod definition;
 pub mod device;
 pub mod effects;
 pub mod hooks;
 pub mod mapper_update;
+pub mod membership;
+pub mod state;
 pub mod topics;
+pub mod twin_get;
 pub mod validate;
 pub mod wire;
+pub mod wire_device;

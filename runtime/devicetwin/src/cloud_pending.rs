@@ -1,0 +1,1 @@
+//! Cloud-bound messages pending confirmation, resent when idle.

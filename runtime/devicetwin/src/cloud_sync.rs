@@ -1,0 +1,1 @@
+//! Cloud syncs of twins (deal types 1-3) with KubeEdge's version rules.

@@ -1,0 +1,1 @@
+//! Membership: devices joining and leaving the node, get and detail.

@@ -1,0 +1,1 @@
+//! Wire JSON of devices, attributes and membership messages.
