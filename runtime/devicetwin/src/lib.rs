@@ -18,6 +18,7 @@ pub mod hooks;
 pub mod mapper_update;
 pub mod membership;
 pub mod state;
+pub mod storage;
 pub mod topics;
 pub mod twin_get;
 pub mod validate;
