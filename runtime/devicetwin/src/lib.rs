@@ -21,6 +21,7 @@ pub mod state;
 pub mod storage;
 pub mod topics;
 pub mod twin_get;
+pub mod twin_update;
 pub mod validate;
 pub mod wire;
 pub mod wire_device;

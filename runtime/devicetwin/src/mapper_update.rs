@@ -93,7 +93,7 @@ fn reject(on_device_topic: bool, event_id: &str, now: i64, reason: &str) -> Reje
 }
 
 /// Checks every key and side of `request` against `twins` without changing anything.
-fn check(twins: &DeviceTwins, request: &TwinMessage, now: i64) -> Result<(), Rejection> {
+pub(crate) fn check(twins: &DeviceTwins, request: &TwinMessage, now: i64) -> Result<(), Rejection> {
     for (key, twin) in &request.twin {
         if !validate::valid_key(key) {
             return Err(reject(false, "", now, validate::BAD_KEY));
