@@ -15,6 +15,7 @@ pub mod definition;
 pub mod device;
 pub mod effects;
 pub mod hooks;
+pub mod inbound;
 pub mod mapper_update;
 pub mod membership;
 pub mod state;
