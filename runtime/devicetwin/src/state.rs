@@ -61,7 +61,12 @@ pub fn update(
     };
     let lower = request.state.to_lowercase();
     if !STATES.contains(&lower.as_str()) {
-        tracing::debug!(device = device_id, state = %request.state, "state update ignored, unknown state");
+        let state = &request.state;
+        tracing::debug!(
+            device = device_id,
+            state,
+            "state update ignored, unknown state"
+        );
         return Effects::default();
     }
     device.state = request.state;
