@@ -246,12 +246,16 @@ pub fn apply(
                         if old.optional && update.optional == Some(false) {
                             new.optional = false;
                         }
-                        match &update.metadata {
-                            Some(m) if m.kind != old.attr_type && !m.kind.is_empty() => {
-                                new.attr_type = m.kind.clone();
-                            }
-                            _ if old.is_deleted() => new.attr_type = "string".to_owned(),
-                            _ => {}
+                        // A live twin keeps its type whatever the request says (KubeEdge
+                        // rewrites only the metadata column); a deleted one takes the
+                        // request's type, or `string`.
+                        if old.is_deleted() {
+                            new.attr_type = update
+                                .metadata
+                                .as_ref()
+                                .map(|m| m.kind.clone())
+                                .filter(|k| !k.is_empty())
+                                .unwrap_or_else(|| "string".to_owned());
                         }
                     }
                 }

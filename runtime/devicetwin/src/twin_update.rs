@@ -11,7 +11,7 @@ use crate::effects::{CloudContent, CloudMessage, DesiredValue, Effects, RowChang
 use crate::hooks::{HookVerdict, ProposedChange, Proposer};
 use crate::mapper_update::{self, DELETED, Rejection};
 use crate::topics::device_topic;
-use crate::validate::{self, BAD_REQUEST};
+use crate::validate::BAD_REQUEST;
 use crate::wire::{self, ErrorMessage, TwinMessage};
 
 /// Code of an update refused for a device this node does not know.

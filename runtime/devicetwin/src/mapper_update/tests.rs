@@ -202,6 +202,15 @@ fn deletion_needs_an_optional_twin_and_re_adding_resets_the_type() {
     )
     .unwrap();
     assert_eq!(twins["temperature"].attr_type, "string");
+    // A live twin keeps its type when a request names another.
+    apply(
+        &mut twins,
+        &request(r#"{"event_id":"t","twin":{"fixed":{"actual":{"value":"2"},"metadata":{"type":"string"}}}}"#),
+        NOW,
+        &mut ids(),
+    )
+    .unwrap();
+    assert_eq!(twins["fixed"].attr_type, "int");
 }
 
 #[test]

@@ -5,6 +5,7 @@ use super::*;
 use crate::device::DeviceRecord;
 use crate::effects::Publish;
 use crate::mapper_update::StoredTwin;
+use crate::validate;
 use crate::wire::{TwinValue, ValueMetadata, Version};
 
 const NOW: i64 = 1700000000500;

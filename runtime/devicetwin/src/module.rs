@@ -1,0 +1,549 @@
+//! The devicetwin module: one receive loop that owns the order of requests, a device cache
+//! shared with the hooks, and the ordered output stage.
+//!
+//! The loop never waits for a commit. Each request is applied to the cache (after the hooks
+//! have reviewed it), its rows are queued with the store, and its outputs are handed to the
+//! stage, which publishes them only after the commit. So concurrent updates share commits,
+//! every result is published after its change is durable, and requests are answered in the
+//! order they arrived — per device and overall.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use wedge_core::message::{group, module};
+use wedge_core::metrics::{MetricsSource, PromWriter};
+use wedge_core::module::{Module, ModuleContext, ModuleError};
+use wedge_core::{Bus, Message, Store, StoreError};
+
+use crate::cloud_pending::Pending;
+use crate::definition::{self, Catalog, DeviceDefinition};
+use crate::device::Devices;
+use crate::effects::{Effects, RowChange};
+use crate::hooks::{TwinHooks, TwinLookup};
+use crate::inbound::{DefinitionKind, Request, classify};
+use crate::output::{Job, Outputs, run_stage};
+use crate::settings::DeviceTwinSettings;
+use crate::stats::Stats;
+use crate::topics::{DeviceTopic, NodeTopic};
+use crate::{storage, twin_update};
+
+/// How often pending cloud messages are checked for re-sending.
+const RESEND_CHECK: Duration = Duration::from_secs(5);
+
+/// The device cache, shared with hooks that read twins during a review.
+#[derive(Clone, Default)]
+pub struct DeviceCache(Arc<RwLock<Devices>>);
+
+impl DeviceCache {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Devices> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Devices> {
+        self.0.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of one device (for tests and diagnostics).
+    pub fn device(&self, id: &str) -> Option<crate::device::DeviceRecord> {
+        self.read().get(id).cloned()
+    }
+
+    /// Number of devices.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// True when no device is known.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+}
+
+impl TwinLookup for DeviceCache {
+    fn twin(&self, device: &str, key: &str) -> Option<(Option<String>, Option<String>)> {
+        let devices = self.read();
+        let twin = devices.get(device)?.twins.get(key)?;
+        let value =
+            |side: &Option<crate::wire::TwinValue>| side.as_ref().and_then(|v| v.value.clone());
+        Some((value(&twin.expected), value(&twin.actual)))
+    }
+}
+
+/// The devicetwin module (bus name `twin`, group `twin`).
+pub struct DeviceTwin {
+    store: Store,
+    settings: DeviceTwinSettings,
+    hooks: Arc<dyn TwinHooks>,
+    cache: DeviceCache,
+    stats: Arc<Stats>,
+    outputs: Mutex<Option<Arc<Outputs>>>,
+    definitions: Mutex<Catalog>,
+    local_loaded: AtomicBool,
+}
+
+impl DeviceTwin {
+    /// A module over `store` (migrated with [`storage::MIGRATIONS`]) calling `hooks`.
+    pub fn new(
+        store: Store,
+        settings: DeviceTwinSettings,
+        hooks: Arc<dyn TwinHooks>,
+    ) -> DeviceTwin {
+        DeviceTwin {
+            store,
+            settings,
+            hooks,
+            cache: DeviceCache::default(),
+            stats: Arc::new(Stats::default()),
+            outputs: Mutex::new(None),
+            definitions: Mutex::new(Catalog::new()),
+            local_loaded: AtomicBool::new(false),
+        }
+    }
+
+    /// The device cache.
+    pub fn cache(&self) -> &DeviceCache {
+        &self.cache
+    }
+
+    /// The module's counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn catalog(&self) -> std::sync::MutexGuard<'_, Catalog> {
+        self.definitions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn outputs(&self, bus: &Bus) -> Arc<Outputs> {
+        let mut slot = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert_with(|| {
+            Arc::new(Outputs {
+                bus: bus.clone(),
+                hooks: self.hooks.clone(),
+                stats: self.stats.clone(),
+                connected: AtomicBool::new(false),
+                pending: Mutex::new(Pending::new(self.settings.resend_after)),
+            })
+        })
+        .clone()
+    }
+
+    async fn reload(&self) -> Result<(), StoreError> {
+        self.store.barrier().await?;
+        let devices = self.store.read(storage::load_all).await?;
+        *self.cache.write() = devices;
+        Ok(())
+    }
+}
+
+impl Module for DeviceTwin {
+    fn name(&self) -> &'static str {
+        module::TWIN
+    }
+
+    fn group(&self) -> &'static str {
+        group::TWIN
+    }
+
+    async fn run(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), ModuleError> {
+        // A restart after a failure may follow a half-applied request: the cache is rebuilt
+        // from what is committed.
+        self.reload()
+            .await
+            .map_err(|e| ModuleError::from(format!("cannot load devices: {e}")))?;
+        let outputs = self.outputs(ctx.bus());
+        let failed = Arc::new(AtomicBool::new(false));
+        let (jobs, queue) = mpsc::channel(self.settings.max_in_flight.max(1));
+        let stage = tokio::spawn(run_stage(queue, outputs.clone(), failed.clone()));
+        let mut turn = Turn {
+            twin: &self,
+            outputs: &outputs,
+            jobs,
+        };
+        if !self.local_loaded.swap(true, Ordering::AcqRel) {
+            turn.load_local_definitions().await;
+        }
+        ctx.ready();
+        let mut resend = tokio::time::interval(RESEND_CHECK);
+        resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                msg = ctx.recv() => match msg {
+                    Some(msg) => {
+                        if failed.swap(false, Ordering::AcqRel) {
+                            self.reload().await.map_err(|e| {
+                                ModuleError::from(format!("cannot reload devices: {e}"))
+                            })?;
+                        }
+                        turn.handle(msg).await;
+                    }
+                    None => break,
+                },
+                _ = resend.tick() => outputs.resend_due().await,
+            }
+        }
+        // Closing the queue lets the stage finish: every queued write is committed and its
+        // outputs sent before the module reports stopped.
+        drop(turn);
+        stage
+            .await
+            .map_err(|e| ModuleError::from(format!("output stage: {e}")))?;
+        Ok(())
+    }
+}
+
+impl MetricsSource for DeviceTwin {
+    fn write_metrics(&self, w: &mut PromWriter) {
+        let pending = self
+            .outputs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|o| o.pending_count())
+            .unwrap_or(0);
+        self.stats.write(w, self.cache.len(), pending);
+    }
+}
+
+/// One incarnation's handling of requests.
+struct Turn<'a> {
+    twin: &'a DeviceTwin,
+    outputs: &'a Arc<Outputs>,
+    jobs: mpsc::Sender<Job>,
+}
+
+fn new_id() -> String {
+    wedge_core::message::new_id()
+}
+
+impl Turn<'_> {
+    /// Queues `effects`: rows to the store now, the rest to the stage.
+    async fn emit(&self, effects: Effects, on_failure: Option<Effects>) {
+        if effects
+            .publish
+            .iter()
+            .any(|p| p.payload.contains("\"code\":"))
+        {
+            self.twin.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let write = if effects.rows.is_empty() {
+            None
+        } else {
+            let rows = effects.rows.clone();
+            match self
+                .twin
+                .store
+                .submit(move |conn| storage::apply(conn, &rows))
+                .await
+            {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    tracing::error!("devicetwin write not queued: {e}");
+                    if let Some(answer) = on_failure {
+                        self.outputs.send(answer).await;
+                    }
+                    return;
+                }
+            }
+        };
+        let job = Job {
+            write,
+            effects,
+            on_failure,
+        };
+        if self.jobs.send(job).await.is_err() {
+            tracing::error!("devicetwin output stage is gone; outputs dropped");
+        }
+    }
+
+    async fn handle(&mut self, msg: Message) {
+        let request = classify(&msg);
+        let now = wedge_core::time::now_ms();
+        let payload = msg.content.to_bytes();
+        let node = self.twin.settings.node_name.clone();
+        match request {
+            Request::Confirm { parent } => {
+                self.twin.stats.count("confirm");
+                self.outputs.confirm(&parent);
+            }
+            Request::Connection(connected) => {
+                tracing::info!(connected, "cloud connection state");
+                self.outputs.set_connected(connected);
+                if connected {
+                    let ask = crate::membership::detail_request(&node, now, &mut new_id);
+                    self.outputs.to_cloud(ask).await;
+                }
+            }
+            Request::Device { device, kind } => {
+                self.device_request(&device, kind, &payload, now).await
+            }
+            Request::Node { node: _, kind } => {
+                self.twin.stats.count("membership");
+                let effects = match kind {
+                    NodeTopic::MembershipGet => {
+                        crate::membership::get(&self.twin.cache.read(), &node, &payload, now)
+                    }
+                    NodeTopic::MembershipDetailResult => crate::membership::detail_result(
+                        &mut self.twin.cache.write(),
+                        &node,
+                        &payload,
+                        now,
+                        &mut new_id,
+                    ),
+                    NodeTopic::MembershipUpdated => crate::membership::update(
+                        &mut self.twin.cache.write(),
+                        &node,
+                        &payload,
+                        now,
+                        &mut new_id,
+                    ),
+                };
+                self.emit_membership(effects).await;
+            }
+            Request::MembershipUpdate => {
+                self.twin.stats.count("membership");
+                let effects = crate::membership::update(
+                    &mut self.twin.cache.write(),
+                    &node,
+                    &payload,
+                    now,
+                    &mut new_id,
+                );
+                self.emit_membership(effects).await;
+            }
+            Request::MembershipDetail => {
+                self.twin.stats.count("membership");
+                let effects = crate::membership::detail_result(
+                    &mut self.twin.cache.write(),
+                    &node,
+                    &payload,
+                    now,
+                    &mut new_id,
+                );
+                self.emit_membership(effects).await;
+            }
+            Request::CloudAttributes { device } => {
+                self.twin.stats.count("attributes");
+                let effects = crate::attributes::update(
+                    &mut self.twin.cache.write(),
+                    &device,
+                    &payload,
+                    now,
+                    &mut new_id,
+                );
+                self.emit(effects, None).await;
+            }
+            Request::CloudSync { device } => {
+                self.twin.stats.count("cloud_sync");
+                let effects = crate::cloud_sync::handle(
+                    &mut self.twin.cache.write(),
+                    &device,
+                    &payload,
+                    now,
+                    &mut new_id,
+                );
+                self.emit(effects, None).await;
+            }
+            Request::Definition { kind, id, deleted } => {
+                self.twin.stats.count("definition");
+                self.definition(kind, &id, deleted, &msg).await;
+            }
+            Request::Ignored(why) => {
+                self.twin.stats.count("ignored");
+                tracing::debug!(
+                    source = %msg.route.source,
+                    operation = %msg.route.operation,
+                    resource = %msg.route.resource,
+                    "devicetwin ignores message: {why}"
+                );
+            }
+        }
+    }
+
+    async fn device_request(&mut self, device: &str, kind: DeviceTopic, payload: &[u8], now: i64) {
+        match kind {
+            DeviceTopic::TwinUpdate => {
+                self.twin.stats.count("twin_update");
+                self.twin_update(device, payload, now).await;
+            }
+            DeviceTopic::TwinGet => {
+                self.twin.stats.count("twin_get");
+                let effects = crate::twin_get::get(&self.twin.cache.read(), device, payload, now);
+                self.emit(effects, None).await;
+            }
+            DeviceTopic::StateUpdate => {
+                self.twin.stats.count("state_update");
+                let effects = crate::state::update(
+                    &mut self.twin.cache.write(),
+                    device,
+                    payload,
+                    now,
+                    &mut new_id,
+                );
+                self.emit(effects, None).await;
+            }
+            DeviceTopic::AttributesUpdated => {
+                self.twin.stats.count("attributes");
+                let effects = crate::attributes::update(
+                    &mut self.twin.cache.write(),
+                    device,
+                    payload,
+                    now,
+                    &mut new_id,
+                );
+                self.emit(effects, None).await;
+            }
+            DeviceTopic::TwinCloudUpdated => {
+                self.twin.stats.count("cloud_sync");
+                let effects = crate::cloud_sync::handle(
+                    &mut self.twin.cache.write(),
+                    device,
+                    payload,
+                    now,
+                    &mut new_id,
+                );
+                self.emit(effects, None).await;
+            }
+            DeviceTopic::StateGet => {
+                // KubeEdge has no handler for it either.
+                self.twin.stats.count("ignored");
+            }
+        }
+    }
+
+    /// A mapper's update: checks, hook review, then the version rules.
+    async fn twin_update(&mut self, device: &str, payload: &[u8], now: i64) {
+        let max = self.twin.settings.max_payload;
+        let prepared = twin_update::prepare(&self.twin.cache.read(), device, payload, max, now);
+        let mut request = match prepared {
+            Ok(request) => request,
+            Err(answer) => return self.emit(answer, None).await,
+        };
+        if self.twin.hooks.reviews(device) {
+            let changes = twin_update::proposals(&self.twin.cache.read(), device, &request);
+            let lookup: Arc<dyn TwinLookup> = Arc::new(self.twin.cache.clone());
+            for change in changes {
+                let verdict = self.twin.hooks.review(change.clone(), lookup.clone()).await;
+                if let Err(answer) = twin_update::reviewed(&mut request, &change, verdict, now) {
+                    return self.emit(answer, None).await;
+                }
+            }
+        }
+        let effects = twin_update::commit(
+            &mut self.twin.cache.write(),
+            device,
+            &request,
+            now,
+            &mut new_id,
+        );
+        let on_failure = twin_update::error_result(
+            device,
+            &request.event_id,
+            now,
+            twin_update::INTERNAL_ERROR,
+            "failed to store the twin update",
+        );
+        self.emit(effects, Some(on_failure)).await;
+    }
+
+    /// Membership changes also start or stop mappers' devices.
+    async fn emit_membership(&self, effects: Effects) {
+        for change in &effects.rows {
+            if let RowChange::DeleteDevice { device } = change {
+                self.twin.hooks.device_removed(device);
+            }
+        }
+        self.emit(effects, None).await;
+    }
+
+    /// A `Device` or `DeviceModel` from metamanager (the cloud's objects).
+    async fn definition(&mut self, kind: DefinitionKind, id: &str, deleted: bool, msg: &Message) {
+        if deleted {
+            let known = {
+                let mut catalog = self.twin.catalog();
+                match kind {
+                    DefinitionKind::Device => catalog.remove_device(id),
+                    DefinitionKind::DeviceModel => catalog.remove_model(id),
+                }
+            };
+            if known && kind == DefinitionKind::Device {
+                // The rows stay until the cloud's membership removes the device; the mapper
+                // stops driving it now.
+                self.twin.hooks.device_removed(id);
+            }
+            return;
+        }
+        let object = definition::object_from_message(&msg.route.resource, &msg.content.to_bytes());
+        match object {
+            Ok(Some(object)) => {
+                let changed = self.twin.catalog().put(object);
+                self.defined(changed).await;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(resource = %msg.route.resource, "device object refused: {e}"),
+        }
+    }
+
+    /// Devices newly defined (or changed): unknown ones get their rows, and every one is
+    /// handed to the hooks (the mapper of its protocol).
+    async fn defined(&mut self, definitions: Vec<DeviceDefinition>) {
+        let now = wedge_core::time::now_ms();
+        for def in definitions {
+            let record = {
+                let mut devices = self.twin.cache.write();
+                if devices.contains_key(&def.id) {
+                    None
+                } else {
+                    let record = definition::new_record(&def, now);
+                    devices.insert(def.id.clone(), record.clone());
+                    Some(record)
+                }
+            };
+            if let Some(record) = record {
+                tracing::info!(device = %def.id, protocol = %def.protocol, "device defined");
+                let effects = Effects {
+                    rows: vec![RowChange::PutDevice(record)],
+                    ..Effects::default()
+                };
+                self.emit(effects, None).await;
+            }
+            self.twin.hooks.device_defined(def);
+        }
+    }
+
+    /// Reads `wedge.devices.dir` once per process: its devices are added as if the cloud had
+    /// sent them. A file that cannot be read is logged and skipped; the node still starts.
+    async fn load_local_definitions(&mut self) {
+        let Some(dir) = self.twin.settings.devices_dir.clone() else {
+            return;
+        };
+        let load = match tokio::task::spawn_blocking(move || definition::load_directory(&dir)).await
+        {
+            Ok(Ok(load)) => load,
+            Ok(Err(e)) => {
+                tracing::error!("local device definitions not loaded: {e}");
+                return;
+            }
+            Err(e) => {
+                tracing::error!("local device definitions not loaded: {e}");
+                return;
+            }
+        };
+        for error in &load.errors {
+            tracing::error!("local device definitions: {error}");
+        }
+        let mut changed = Vec::new();
+        {
+            let mut catalog = self.twin.catalog();
+            for object in load.objects {
+                changed.extend(catalog.put(object));
+            }
+            for (device, model) in catalog.waiting() {
+                tracing::warn!(%device, %model, "device waits for its DeviceModel");
+            }
+        }
+        self.defined(changed).await;
+    }
+}
