@@ -164,14 +164,15 @@ pub fn device_yaml(i: usize) -> String {
 }
 
 /// Writes the model and `count` devices, one object per file (a loader need not handle
-/// multi-document YAML).
+/// multi-document YAML). The model's file name sorts first, so a loader reading files in
+/// name order meets it before the devices that use it.
 pub fn write_devices(dir: &Path, count: usize) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let write = |name: String, text: String| {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     };
-    write(format!("{MODEL}.yaml"), device_model_yaml())?;
+    write(format!("00-{MODEL}.yaml"), device_model_yaml())?;
     for i in 0..count {
         write(format!("{}.yaml", device_name(i)), device_yaml(i))?;
     }
@@ -258,16 +259,16 @@ mod tests {
         assert_eq!(
             names,
             [
+                "00-load-model.yaml",
                 "load-0.yaml",
                 "load-1.yaml",
-                "load-2.yaml",
-                "load-model.yaml"
+                "load-2.yaml"
             ]
         );
         let device = std::fs::read_to_string(dir.path().join("load-2.yaml")).unwrap();
         assert!(device.contains("  name: load-2\n  namespace: default\n"));
         assert!(device.contains("  deviceModelRef:\n    name: load-model\n"));
-        let model = std::fs::read_to_string(dir.path().join("load-model.yaml")).unwrap();
+        let model = std::fs::read_to_string(dir.path().join("00-load-model.yaml")).unwrap();
         assert!(model.contains("    - name: temperature\n"));
         assert!(model.contains("      type: INT\n"));
     }
