@@ -8,6 +8,10 @@
 
 pub mod guests;
 pub mod modbus_server;
+pub mod mosquitto;
+pub mod mqtt;
+pub mod node;
+pub mod twin_fixtures;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -10,6 +10,9 @@ use wedge_core::health::Health;
 use wedge_core::metrics::MetricsSource;
 use wedge_core::module::{SupervisionSettings, Supervisor};
 use wedge_core::store::{Store, StoreOptions};
+use wedge_devicetwin::module::DeviceTwin;
+use wedge_devicetwin::settings::DeviceTwinSettings;
+use wedge_eventbus::{EventBus, EventBusSettings};
 use wedge_metamanager::{MetaManager, MetaManagerSettings};
 
 use crate::admin::{self, AdminState};
@@ -100,9 +103,38 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         sources.push(metamanager.clone());
         supervisor.spawn(metamanager)?;
     }
+    // The Wasm host first: twin handlers and mappers must be loaded before devicetwin hands
+    // out device definitions and reviews updates.
+    let wasm = start_wasm_host(&config, &bus, &store).await?;
+    sources.push(wasm.clone());
+    let twin_hooks = Arc::new(wedge_devicetwin::hooks::NoHooks);
+
+    if modules.event_bus.enable {
+        let settings =
+            EventBusSettings::from_config(&modules.event_bus, &node).context("modules.eventBus")?;
+        store
+            .migrate(wedge_eventbus::COMPONENT, wedge_eventbus::MIGRATIONS)
+            .await?;
+        let eventbus = Arc::new(EventBus::new(store.clone(), settings));
+        sources.push(eventbus.clone());
+        supervisor.spawn(eventbus)?;
+    }
+    if modules.device_twin.enable {
+        store
+            .migrate(
+                wedge_devicetwin::storage::COMPONENT,
+                wedge_devicetwin::storage::MIGRATIONS,
+            )
+            .await?;
+        let mut settings = DeviceTwinSettings::new(node.clone());
+        if !config.wedge.devices.dir.is_empty() {
+            settings.devices_dir = Some(config.wedge.devices.dir.clone().into());
+        }
+        let twin = Arc::new(DeviceTwin::new(store.clone(), settings, twin_hooks.clone()));
+        sources.push(twin.clone());
+        supervisor.spawn(twin)?;
+    }
     for (name, enabled) in [
-        ("eventBus", modules.event_bus.enable),
-        ("deviceTwin", modules.device_twin.enable),
         ("edged", modules.edged.enable),
         ("edgeHub", modules.edge_hub.enable),
         ("serviceBus", modules.service_bus.enable),
@@ -116,9 +148,6 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             );
         }
     }
-
-    let wasm = start_wasm_host(&config, &bus, &store).await?;
-    sources.push(wasm.clone());
 
     let stop_admin = tokio_util::sync::CancellationToken::new();
     let admin_task = admin::serve(

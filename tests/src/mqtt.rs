@@ -1,0 +1,129 @@
+//! A blocking MQTT 3.1.1 test client (rumqttc) that records every message it receives, so a
+//! test can wait for a message on one topic and later look at what else arrived.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
+
+/// What the connection thread reports.
+enum Note {
+    Connected,
+    Subscribed,
+    Message(String, String),
+    Failed(String),
+}
+
+/// A connected client.
+pub struct MqttClient {
+    client: Client,
+    notes: Receiver<Note>,
+    /// Messages received but not yet taken.
+    backlog: Vec<(String, String)>,
+}
+
+impl MqttClient {
+    /// Connects to `127.0.0.1:port` with a clean session as `id`, waiting for the CONNACK.
+    pub fn connect(port: u16, id: &str) -> Result<MqttClient> {
+        let mut options = MqttOptions::new(id, "127.0.0.1", port);
+        options.set_keep_alive(Duration::from_secs(30));
+        options.set_max_packet_size(4 * 1024 * 1024, 4 * 1024 * 1024);
+        let (client, mut connection) = Client::new(options, 1024);
+        let (tx, notes) = mpsc::channel();
+        std::thread::spawn(move || {
+            for event in connection.iter() {
+                let note = match event {
+                    Ok(Event::Incoming(Packet::ConnAck(_))) => Note::Connected,
+                    Ok(Event::Incoming(Packet::SubAck(_))) => Note::Subscribed,
+                    Ok(Event::Incoming(Packet::Publish(p))) => Note::Message(
+                        p.topic.clone(),
+                        String::from_utf8_lossy(&p.payload).into_owned(),
+                    ),
+                    Ok(_) => continue,
+                    Err(e) => {
+                        let _ = tx.send(Note::Failed(e.to_string()));
+                        return;
+                    }
+                };
+                if tx.send(note).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut c = MqttClient {
+            client,
+            notes,
+            backlog: Vec::new(),
+        };
+        c.wait_for(|n| matches!(n, Note::Connected), "CONNACK")?;
+        Ok(c)
+    }
+
+    fn wait_for(&mut self, want: impl Fn(&Note) -> bool, what: &str) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.notes.recv_timeout(left) {
+                Ok(note) if want(&note) => return Ok(()),
+                Ok(Note::Message(t, p)) => self.backlog.push((t, p)),
+                Ok(Note::Failed(e)) => bail!("MQTT connection failed waiting for {what}: {e}"),
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => bail!("no {what} within 10 s"),
+                Err(RecvTimeoutError::Disconnected) => bail!("MQTT connection closed"),
+            }
+        }
+    }
+
+    /// Subscribes with QoS 1 and waits for the SUBACK.
+    pub fn subscribe(&mut self, filter: &str) -> Result<()> {
+        self.client
+            .subscribe(filter, QoS::AtLeastOnce)
+            .context("subscribe")?;
+        self.wait_for(|n| matches!(n, Note::Subscribed), "SUBACK")
+    }
+
+    /// Publishes `payload` on `topic` with QoS 1.
+    pub fn publish(&self, topic: &str, payload: impl Into<Vec<u8>>) -> Result<()> {
+        self.client
+            .publish(topic, QoS::AtLeastOnce, false, payload)
+            .context("publish")
+    }
+
+    /// The next message on `topic` (earlier messages on other topics are kept), or an error
+    /// after `timeout`.
+    pub fn expect(&mut self, topic: &str, timeout: Duration) -> Result<String> {
+        if let Some(i) = self.backlog.iter().position(|(t, _)| t == topic) {
+            return Ok(self.backlog.remove(i).1);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.notes.recv_timeout(left) {
+                Ok(Note::Message(t, p)) if t == topic => return Ok(p),
+                Ok(Note::Message(t, p)) => self.backlog.push((t, p)),
+                Ok(Note::Failed(e)) => bail!("MQTT connection failed waiting on {topic}: {e}"),
+                Ok(_) => {}
+                Err(_) => bail!(
+                    "nothing on {topic} within {timeout:?}; other messages: {:?}",
+                    self.backlog
+                ),
+            }
+        }
+    }
+
+    /// Every message received within `window`, including those kept earlier, in order.
+    pub fn drain(&mut self, window: Duration) -> Vec<(String, String)> {
+        let deadline = Instant::now() + window;
+        let mut all = std::mem::take(&mut self.backlog);
+        while let Ok(note) = self
+            .notes
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            if let Note::Message(t, p) = note {
+                all.push((t, p));
+            }
+        }
+        all
+    }
+}
