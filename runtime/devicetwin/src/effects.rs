@@ -117,6 +117,9 @@ pub struct Effects {
     pub cloud: Vec<CloudMessage>,
     /// Desired values that now differ from the reported ones, for Wasm mappers.
     pub desired: Vec<DesiredValue>,
+    /// Devices removed, for the mappers that drive them; told after the commit, so a failed
+    /// removal never stops a mapper.
+    pub removed: Vec<String>,
 }
 
 impl Effects {

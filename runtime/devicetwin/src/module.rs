@@ -166,7 +166,10 @@ impl Module for DeviceTwin {
             turn.load_local_definitions().await;
         }
         ctx.ready();
-        let mut resend = tokio::time::interval(RESEND_CHECK);
+        let period = RESEND_CHECK
+            .min(self.settings.resend_after)
+            .max(Duration::from_millis(10));
+        let mut resend = tokio::time::interval(period);
         resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -448,13 +451,9 @@ impl Turn<'_> {
         self.emit(effects, Some(on_failure)).await;
     }
 
-    /// Membership changes also start or stop mappers' devices.
-    async fn emit_membership(&self, effects: Effects) {
-        for change in &effects.rows {
-            if let RowChange::DeleteDevice { device } = change {
-                self.twin.hooks.device_removed(device);
-            }
-        }
+    /// Membership removals also stop mappers driving the removed devices (after the commit).
+    async fn emit_membership(&self, mut effects: Effects) {
+        effects.removed = crate::membership::removed_ids(&effects);
         self.emit(effects, None).await;
     }
 

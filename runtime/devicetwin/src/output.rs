@@ -58,6 +58,9 @@ impl Outputs {
         for desired in effects.desired {
             self.hooks.desired(desired);
         }
+        for device in effects.removed {
+            self.hooks.device_removed(&device);
+        }
     }
 
     /// Sends one message to the cloud and keeps it pending until confirmed; dropped while

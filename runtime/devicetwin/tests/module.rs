@@ -269,8 +269,6 @@ async fn membership_update_adds_a_device_with_all_its_rows_then_removes_it() {
 /// `membership.rs` promises "the caller tells the mappers after the commit"; a mapper told
 /// earlier stops driving a device whose removal may still fail (and be undone by the reload).
 #[tokio::test]
-#[ignore = "bug: module.rs emit_membership calls hooks.device_removed before the DeleteDevice \
-            write is even queued, not after its commit"]
 async fn membership_removal_tells_the_hooks_after_the_commit() {
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node::start(dir.path(), settings(), "").await;

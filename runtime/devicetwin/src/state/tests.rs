@@ -55,6 +55,7 @@ fn online_is_stored_published_and_sent_as_a_string() {
                 content: CloudContent::Text(json.into()),
             }],
             desired: vec![],
+            removed: vec![],
         }
     );
     let device = &devices[ID];
