@@ -13,7 +13,9 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use wedge_core::health::{Health, ModuleHealth};
 use wedge_core::metrics::{MetricsSource, PromWriter};
-use wedge_wasm::{WasmError, WasmHost};
+use wedge_wasm::{ModuleKind, WasmError, WasmHost};
+
+use crate::twin_hooks::WasmTwinHooks;
 
 /// Largest module file `POST /modules` accepts.
 const MAX_MODULE_BYTES: usize = 64 << 20;
@@ -31,6 +33,8 @@ pub struct AdminState {
     pub started: Instant,
     /// The Wasm host, for `/modules`.
     pub wasm: Option<Arc<WasmHost>>,
+    /// devicetwin's hooks: a mapper deployed here is handed the devices of its protocol.
+    pub twin_hooks: Option<Arc<WasmTwinHooks>>,
 }
 
 #[derive(Serialize)]
@@ -100,6 +104,11 @@ async fn deploy_module(
 ) -> impl IntoResponse {
     let host = wasm_host(&state)?.clone();
     let status = host.deploy(body.to_vec()).await.map_err(wasm_error)?;
+    if status.kind == ModuleKind::Mapper.as_str()
+        && let Some(hooks) = &state.twin_hooks
+    {
+        hooks.mapper_deployed(&status.name).await;
+    }
     Ok::<_, (StatusCode, axum::Json<serde_json::Value>)>((
         StatusCode::CREATED,
         axum::Json(serde_json::to_value(status).unwrap_or_default()),

@@ -107,7 +107,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
     // out device definitions and reviews updates.
     let wasm = start_wasm_host(&config, &bus, &store).await?;
     sources.push(wasm.clone());
-    let twin_hooks = Arc::new(wedge_devicetwin::hooks::NoHooks);
+    let twin_hooks = Arc::new(crate::twin_hooks::WasmTwinHooks::new(wasm.clone()));
 
     if modules.event_bus.enable {
         let settings =
@@ -158,6 +158,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             sources,
             started,
             wasm: Some(wasm.clone()),
+            twin_hooks: Some(twin_hooks.clone()),
         },
         stop_admin.clone(),
     )

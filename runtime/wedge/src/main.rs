@@ -12,6 +12,7 @@ mod daemon;
 mod logging;
 mod module_cmd;
 mod scaffold;
+mod twin_hooks;
 mod wasm_bridge;
 
 use std::process::ExitCode;

@@ -1,0 +1,470 @@
+//! devicetwin's hooks over the node's Wasm host: twin handlers review proposed changes, and
+//! mappers are handed device definitions and desired values.
+//!
+//! devicetwin calls the definition and desired-value hooks from its own loop and must not
+//! wait for a mapper (a mapper call may block on device I/O up to its deadline), so those
+//! hooks queue the mapper call and return. Each mapper has one queue, worked off in order by
+//! one task: a device is always added before its desired values are written and removed after
+//! them, while a slow mapper delays only itself. A queued call looks its mapper up by name
+//! when it runs, so it reaches the instance deployed by then (an upgrade in between is fine).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{mpsc, oneshot};
+use wedge_devicetwin::definition::DeviceDefinition;
+use wedge_devicetwin::effects::DesiredValue;
+use wedge_devicetwin::hooks::{
+    HookFuture, HookVerdict, ProposedChange, Proposer, TwinHooks, TwinLookup,
+};
+use wedge_devicetwin::validate;
+use wedge_wasm::{
+    Deployed, Device, HandlerModule, MapperModule, ModuleKind, Property, TwinReader, TwinUpdate,
+    TwinValue, UpdateSource, Verdict, WasmHost,
+};
+
+/// One queued mapper call.
+type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Definitions by device id, shared with the twin reader of handler calls (for types).
+type Definitions = Arc<Mutex<BTreeMap<String, DeviceDefinition>>>;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Only plain map updates happen under these locks; a poisoned one is still consistent.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`TwinHooks`] over a [`WasmHost`].
+pub struct WasmTwinHooks {
+    host: Arc<WasmHost>,
+    /// Every device defined on the node, by id — also those no mapper drives yet.
+    definitions: Definitions,
+    /// The queue of each mapper, by module name.
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>,
+    /// Where queue workers run (the hooks are called from synchronous code).
+    runtime: tokio::runtime::Handle,
+}
+
+/// The host's form of a definition.
+fn to_wasm(definition: &DeviceDefinition) -> Device {
+    Device {
+        id: definition.id.clone(),
+        protocol: definition.protocol.clone(),
+        protocol_config: definition.protocol_config.clone(),
+        properties: definition
+            .properties
+            .iter()
+            .map(|p| Property {
+                name: p.name.clone(),
+                value_type: p.value_type.clone(),
+                visitor: p.visitor.clone(),
+                collect_cycle_ms: p.collect_cycle_ms,
+            })
+            .collect(),
+    }
+}
+
+fn mapper_named(host: &WasmHost, name: &str) -> Option<Arc<MapperModule>> {
+    match host.get(name) {
+        Some(Deployed::Mapper(m)) => Some(m),
+        _ => None,
+    }
+}
+
+/// Every deployed mapper, by name.
+fn mappers(host: &WasmHost) -> Vec<Arc<MapperModule>> {
+    host.list()
+        .into_iter()
+        .filter(|s| s.kind == ModuleKind::Mapper.as_str())
+        .filter_map(|s| mapper_named(host, &s.name))
+        .collect()
+}
+
+/// The mapper chosen for `protocol` (none for an empty protocol: such devices are driven by
+/// mappers outside the node's Wasm host, over MQTT).
+fn mapper_for(host: &WasmHost, protocol: &str) -> Option<Arc<MapperModule>> {
+    if protocol.is_empty() {
+        return None;
+    }
+    host.mapper_for_protocol(protocol)
+}
+
+/// Names of the mappers that drive `device` now.
+fn drivers(host: &WasmHost, device: &str) -> Vec<String> {
+    mappers(host)
+        .into_iter()
+        .filter(|m| m.devices().iter().any(|d| d == device))
+        .map(|m| m.manifest().name.clone())
+        .collect()
+}
+
+impl WasmTwinHooks {
+    /// Hooks over `host`. Must be called inside the tokio runtime that will run the mapper
+    /// queues (the daemon's).
+    pub fn new(host: Arc<WasmHost>) -> WasmTwinHooks {
+        WasmTwinHooks {
+            host,
+            definitions: Arc::default(),
+            queues: Mutex::new(HashMap::new()),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
+    /// Queues `job` on mapper `name`'s queue, starting its worker if needed.
+    fn enqueue(&self, name: &str, job: Job) {
+        let mut queues = lock(&self.queues);
+        let mut job = Some(job);
+        // Twice at most: a worker that ended (it only ends with its runtime) is replaced once.
+        for _ in 0..2 {
+            let sender = queues.entry(name.to_owned()).or_insert_with(|| {
+                let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+                self.runtime.spawn(async move {
+                    while let Some(job) = rx.recv().await {
+                        job.await;
+                    }
+                });
+                tx
+            });
+            let Some(next) = job.take() else { return };
+            match sender.send(next) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(back)) => {
+                    job = Some(back);
+                    queues.remove(name);
+                }
+            }
+        }
+        tracing::warn!(mapper = name, "mapper queue not running; call dropped");
+    }
+
+    /// Queues the hand-over of `definition` to mapper `name`. When it runs, it is skipped if a
+    /// later definition or removal superseded it, or if the mapper already drives exactly this
+    /// definition (so re-sent definitions and upgrades do not reset a device).
+    fn enqueue_add(&self, name: &str, definition: DeviceDefinition) {
+        let host = self.host.clone();
+        let definitions = self.definitions.clone();
+        let mapper_name = name.to_owned();
+        self.enqueue(
+            name,
+            Box::pin(async move {
+                let id = definition.id.clone();
+                if lock(&definitions).get(&id) != Some(&definition) {
+                    return;
+                }
+                let Some(mapper) = mapper_named(&host, &mapper_name) else {
+                    // Removed meanwhile; a later deploy of a mapper for the protocol gets it.
+                    return;
+                };
+                let device = to_wasm(&definition);
+                if let Ok(driven) = mapper.device_definitions().await
+                    && driven.contains(&device)
+                {
+                    return;
+                }
+                match mapper.add_device(device).await {
+                    Ok(()) => tracing::info!(mapper = %mapper_name, device = %id, "device handed to its mapper"),
+                    Err(e) => tracing::warn!(
+                        mapper = %mapper_name,
+                        device = %id,
+                        protocol = %definition.protocol,
+                        "mapper refused the device: {e}"
+                    ),
+                }
+            }),
+        );
+    }
+
+    /// Queues the removal of `device` from mapper `name`, if it drives it by then.
+    fn enqueue_remove(&self, name: &str, device: &str) {
+        let host = self.host.clone();
+        let mapper_name = name.to_owned();
+        let id = device.to_owned();
+        self.enqueue(
+            name,
+            Box::pin(async move {
+                let Some(mapper) = mapper_named(&host, &mapper_name) else {
+                    return;
+                };
+                if !mapper.devices().contains(&id) {
+                    return;
+                }
+                match mapper.remove_device(&id).await {
+                    Ok(()) => tracing::info!(mapper = %mapper_name, device = %id, "device no longer driven"),
+                    Err(e) => tracing::warn!(mapper = %mapper_name, device = %id, "mapper failed to let go of the device: {e}"),
+                }
+            }),
+        );
+    }
+
+    /// Hands mapper `name` (just deployed, upgraded or reloaded) the remembered definitions of
+    /// its protocol, and returns once it has them. Devices it already drives with the same
+    /// definition are left alone. A mapper that is not the one chosen for its protocol (another
+    /// mapper of the same protocol sorts first) gets nothing: a device has one driver.
+    pub async fn mapper_deployed(&self, name: &str) {
+        let Some(mapper) = mapper_named(&self.host, name) else {
+            return;
+        };
+        let protocol = mapper.protocol().to_owned();
+        let chosen = mapper_for(&self.host, &protocol).map(|m| m.manifest().name.clone());
+        if chosen.as_deref() != Some(name) {
+            if let Some(chosen) = chosen {
+                tracing::warn!(
+                    mapper = name,
+                    protocol = %protocol,
+                    "mapper {chosen} already drives this protocol; no devices handed over"
+                );
+            }
+            return;
+        }
+        let definitions: Vec<DeviceDefinition> = lock(&self.definitions)
+            .values()
+            .filter(|d| d.protocol == protocol)
+            .cloned()
+            .collect();
+        for definition in definitions {
+            self.enqueue_add(name, definition);
+        }
+        let (done, finished) = oneshot::channel();
+        self.enqueue(
+            name,
+            Box::pin(async move {
+                let _ = done.send(());
+            }),
+        );
+        let _ = finished.await;
+    }
+}
+
+/// Reads twins for handlers from devicetwin's [`TwinLookup`], typed: the reviewed twin by its
+/// own type, others by their definition's type, anything else as text.
+struct LookupReader {
+    lookup: Arc<dyn TwinLookup>,
+    definitions: Definitions,
+    device: String,
+    key: String,
+    value_type: String,
+}
+
+impl LookupReader {
+    fn value_type(&self, device: &str, property: &str) -> Option<String> {
+        if device == self.device && property == self.key {
+            return Some(self.value_type.clone());
+        }
+        lock(&self.definitions)
+            .get(device)?
+            .properties
+            .iter()
+            .find(|p| p.name == property)
+            .map(|p| p.value_type.clone())
+    }
+
+    fn typed(&self, device: &str, property: &str, value: String) -> TwinValue {
+        match self.value_type(device, property) {
+            Some(ty) => TwinValue::from_kubeedge(&value, &ty).unwrap_or(TwinValue::Text(value)),
+            None => TwinValue::Text(value),
+        }
+    }
+}
+
+impl TwinReader for LookupReader {
+    fn actual(&self, device: &str, property: &str) -> Option<TwinValue> {
+        let (_, actual) = self.lookup.twin(device, property)?;
+        actual.map(|v| self.typed(device, property, v))
+    }
+
+    fn desired(&self, device: &str, property: &str) -> Option<TwinValue> {
+        let (expected, _) = self.lookup.twin(device, property)?;
+        expected.map(|v| self.typed(device, property, v))
+    }
+}
+
+/// The error text of a failed handler call, naming the handler once.
+fn failure_text(handler: &str, error: &wedge_wasm::WasmError) -> String {
+    let text = error.to_string();
+    if text.contains(handler) {
+        text
+    } else {
+        format!("twin handler {handler:?}: {text}")
+    }
+}
+
+/// Runs `change` through `handlers` in order: a replacement is what the next handler sees, the
+/// first rejection or failure ends the review.
+async fn review_change(
+    mut handlers: Vec<Arc<HandlerModule>>,
+    change: ProposedChange,
+    reader: Arc<dyn TwinReader>,
+) -> HookVerdict {
+    handlers.sort_by(|a, b| a.manifest().name.cmp(&b.manifest().name));
+    let ty = change.value_type.as_str();
+    let mut value = match TwinValue::from_kubeedge(&change.value, ty) {
+        Ok(v) => v,
+        // devicetwin validates before reviewing; refuse with KubeEdge's reason all the same.
+        Err(reason) => return HookVerdict::Reject(reason),
+    };
+    let previous = change
+        .previous
+        .as_deref()
+        .map(|p| TwinValue::from_kubeedge(p, ty).unwrap_or_else(|_| TwinValue::Text(p.to_owned())));
+    let source = match change.proposer {
+        Proposer::Mapper => UpdateSource::Mapper,
+        Proposer::Cloud => UpdateSource::Cloud,
+    };
+    for handler in handlers {
+        let name = &handler.manifest().name;
+        let update = TwinUpdate {
+            device: change.device.clone(),
+            property: change.key.clone(),
+            desired: change.desired,
+            value: value.clone(),
+            previous: previous.clone(),
+            source,
+        };
+        match handler.on_update(update, Some(reader.clone())).await {
+            Ok(Verdict::Accept) => {}
+            Ok(Verdict::Replace(replacement)) => {
+                let text = replacement.to_kubeedge();
+                let fits = if validate::valid_value(&text) {
+                    validate::check_type(&text, ty)
+                } else {
+                    Err(validate::BAD_VALUE)
+                };
+                if let Err(reason) = fits {
+                    return HookVerdict::Failed(format!(
+                        "twin handler {name:?} replaced {}/{} with {text:?}, which is not a valid {ty} value: {reason}",
+                        change.device, change.key
+                    ));
+                }
+                value = replacement;
+            }
+            Ok(Verdict::Reject(reason)) => {
+                tracing::debug!(handler = %name, device = %change.device, key = %change.key, "change rejected: {reason}");
+                return HookVerdict::Reject(reason);
+            }
+            Err(e) => return HookVerdict::Failed(failure_text(name, &e)),
+        }
+    }
+    let text = value.to_kubeedge();
+    if text == change.value {
+        HookVerdict::Accept
+    } else {
+        HookVerdict::Replace(text)
+    }
+}
+
+impl TwinHooks for WasmTwinHooks {
+    fn reviews(&self, device: &str) -> bool {
+        !self.host.handlers_for(device).is_empty()
+    }
+
+    fn review(&self, change: ProposedChange, twins: Arc<dyn TwinLookup>) -> HookFuture<'_> {
+        let handlers = self.host.handlers_for(&change.device);
+        let reader = Arc::new(LookupReader {
+            lookup: twins,
+            definitions: self.definitions.clone(),
+            device: change.device.clone(),
+            key: change.key.clone(),
+            value_type: change.value_type.clone(),
+        });
+        Box::pin(review_change(handlers, change, reader))
+    }
+
+    fn desired(&self, value: DesiredValue) {
+        // The mapper driving the device, or the one it is queued for (its add may not have run).
+        let name = drivers(&self.host, &value.device)
+            .into_iter()
+            .next()
+            .or_else(|| {
+                let protocol = lock(&self.definitions)
+                    .get(&value.device)
+                    .map(|d| d.protocol.clone())?;
+                mapper_for(&self.host, &protocol).map(|m| m.manifest().name.clone())
+            });
+        let Some(name) = name else {
+            // Not a Wasm-driven device: an MQTT mapper learns the value from the delta topic.
+            tracing::debug!(device = %value.device, key = %value.key, "no Wasm mapper drives the device");
+            return;
+        };
+        let host = self.host.clone();
+        let mapper_name = name.clone();
+        self.enqueue(
+            &name,
+            Box::pin(async move {
+                let DesiredValue {
+                    device,
+                    key,
+                    value,
+                    value_type,
+                } = value;
+                let Some(mapper) = mapper_named(&host, &mapper_name) else {
+                    tracing::warn!(mapper = %mapper_name, device = %device, key = %key, "mapper gone; desired value not written");
+                    return;
+                };
+                if !mapper.devices().contains(&device) {
+                    tracing::warn!(mapper = %mapper_name, device = %device, key = %key, "mapper does not drive the device; desired value not written");
+                    return;
+                }
+                let typed = match TwinValue::from_kubeedge(&value, &value_type) {
+                    Ok(v) => v,
+                    Err(reason) => {
+                        tracing::warn!(mapper = %mapper_name, device = %device, key = %key, value = %value, "desired value not written: {reason}");
+                        return;
+                    }
+                };
+                if let Err(e) = mapper.write_property(&device, &key, typed).await {
+                    tracing::warn!(
+                        mapper = %mapper_name,
+                        device = %device,
+                        key = %key,
+                        value = %value,
+                        "desired value not written to the device: {e}"
+                    );
+                }
+            }),
+        );
+    }
+
+    fn device_defined(&self, definition: DeviceDefinition) {
+        let id = definition.id.clone();
+        let previous = lock(&self.definitions).insert(id.clone(), definition.clone());
+        let target =
+            mapper_for(&self.host, &definition.protocol).map(|m| m.manifest().name.clone());
+        // Whoever drives it now — or was queued to, under its previous protocol — lets go of
+        // it unless it is also the new driver.
+        let mut releasing: BTreeSet<String> = drivers(&self.host, &id).into_iter().collect();
+        if let Some(previous) = previous
+            && let Some(m) = mapper_for(&self.host, &previous.protocol)
+        {
+            releasing.insert(m.manifest().name.clone());
+        }
+        for name in releasing {
+            if Some(&name) != target.as_ref() {
+                self.enqueue_remove(&name, &id);
+            }
+        }
+        match target {
+            Some(name) => self.enqueue_add(&name, definition),
+            None => tracing::debug!(
+                device = %id,
+                protocol = %definition.protocol,
+                "no Wasm mapper for the protocol yet; definition kept for one"
+            ),
+        }
+    }
+
+    fn device_removed(&self, device: &str) {
+        let previous = lock(&self.definitions).remove(device);
+        let mut releasing: BTreeSet<String> = drivers(&self.host, device).into_iter().collect();
+        if let Some(m) = previous.and_then(|p| mapper_for(&self.host, &p.protocol)) {
+            releasing.insert(m.manifest().name.clone());
+        }
+        for name in releasing {
+            self.enqueue_remove(&name, device);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
