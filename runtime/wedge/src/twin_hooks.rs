@@ -290,6 +290,15 @@ fn failure_text(handler: &str, error: &wedge_wasm::WasmError) -> String {
     }
 }
 
+/// Whether a handler's replacement can be stored in a twin of type `ty`, by the rules
+/// devicetwin applies to what mappers send (KubeEdge's reason when not).
+fn fits(text: &str, ty: &str) -> Result<(), &'static str> {
+    if !validate::valid_value(text) {
+        return Err(validate::BAD_VALUE);
+    }
+    validate::check_type(text, ty)
+}
+
 /// Runs `change` through `handlers` in order: a replacement is what the next handler sees, the
 /// first rejection or failure ends the review.
 async fn review_change(
@@ -297,6 +306,9 @@ async fn review_change(
     change: ProposedChange,
     reader: Arc<dyn TwinReader>,
 ) -> HookVerdict {
+    if handlers.is_empty() {
+        return HookVerdict::Accept;
+    }
     handlers.sort_by(|a, b| a.manifest().name.cmp(&b.manifest().name));
     let ty = change.value_type.as_str();
     let mut value = match TwinValue::from_kubeedge(&change.value, ty) {
@@ -326,12 +338,7 @@ async fn review_change(
             Ok(Verdict::Accept) => {}
             Ok(Verdict::Replace(replacement)) => {
                 let text = replacement.to_kubeedge();
-                let fits = if validate::valid_value(&text) {
-                    validate::check_type(&text, ty)
-                } else {
-                    Err(validate::BAD_VALUE)
-                };
-                if let Err(reason) = fits {
+                if let Err(reason) = fits(&text, ty) {
                     return HookVerdict::Failed(format!(
                         "twin handler {name:?} replaced {}/{} with {text:?}, which is not a valid {ty} value: {reason}",
                         change.device, change.key

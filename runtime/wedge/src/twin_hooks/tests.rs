@@ -222,6 +222,30 @@ async fn threshold_reviews_changes() {
     ));
 }
 
+#[test]
+fn replacements_must_fit_the_twin() {
+    assert_eq!(fits("68.95", "float"), Ok(()));
+    assert_eq!(
+        fits(&TwinValue::Float(2.5).to_kubeedge(), "int"),
+        Err("the value is not int or integer")
+    );
+    assert_eq!(
+        fits("yes", "boolean"),
+        Err("the bool value must be true or false")
+    );
+    assert_eq!(fits("a b", "string"), Err(validate::BAD_VALUE));
+    assert_eq!(fits("", "int"), Err("the value is not int or integer"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_handler_accepts_everything() {
+    let node = node().await;
+    assert_eq!(
+        review(&node, change("temperature", "1000", "float")).await,
+        HookVerdict::Accept
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn handlers_run_in_name_order_and_a_trap_fails_the_review() {
     let node = node().await;
