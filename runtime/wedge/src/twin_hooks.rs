@@ -116,7 +116,8 @@ impl WasmTwinHooks {
     fn enqueue(&self, name: &str, job: Job) {
         let mut queues = lock(&self.queues);
         let mut job = Some(job);
-        // Twice at most: a worker that ended (it only ends with its runtime) is replaced once.
+        // Twice at most: a worker that ended (a job panicked, or the runtime is stopping) is
+        // replaced once.
         for _ in 0..2 {
             let sender = queues.entry(name.to_owned()).or_insert_with(|| {
                 let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
