@@ -111,7 +111,8 @@ struct Args {
     #[arg(long, default_value_t = 5.0)]
     drain: f64,
     /// Per-client message queue of the broker (mosquitto `max_queued_messages`, embedded
-    /// `mqttSessionQueueSize`): high, so that a backlog shows as latency rather than loss.
+    /// `mqttSessionQueueSize`, which in mode 2 also sizes the daemon's MQTT client queues):
+    /// high, so that a backlog shows as latency rather than loss.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
     queue: u32,
     /// Worker threads of the load generator. It shares the machine with the daemon and the
