@@ -148,16 +148,25 @@ impl Report {
             self.throughput()
         ));
         match &self.latency {
-            Some(l) => line(format!(
-                "latency ms     p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  \
-                 ({} samples, from scheduled send to result)",
-                ms(l.p50),
-                ms(l.p90),
-                ms(l.p99),
-                ms(l.p999),
-                ms(l.max),
-                l.count
-            )),
+            Some(l) => {
+                line(format!(
+                    "latency ms     p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  \
+                     ({} samples, from scheduled send to result)",
+                    ms(l.p50),
+                    ms(l.p90),
+                    ms(l.p99),
+                    ms(l.p999),
+                    ms(l.max),
+                    l.count
+                ));
+                if let Some((_, at)) = t.worst {
+                    line(format!(
+                        "               (the max was the update scheduled {:.3} s into the \
+                         measured window)",
+                        at.as_secs_f64()
+                    ));
+                }
+            }
             None => line("latency ms     no samples".to_owned()),
         }
         line(format!(
@@ -209,9 +218,11 @@ impl Report {
             Pace::Open { rate } => ("open", Value::from(rate), Value::Null),
             Pace::Closed { inflight } => ("closed", Value::from(0), Value::from(inflight)),
         };
+        let worst_at_s = t.worst.map(|(_, at)| at.as_secs_f64());
         let latency = self.latency.map_or(Value::Null, |l| {
             json!({
                 "samples": l.count,
+                "max_scheduled_at_s": worst_at_s,
                 "p50_ms": ms(l.p50),
                 "p90_ms": ms(l.p90),
                 "p99_ms": ms(l.p99),

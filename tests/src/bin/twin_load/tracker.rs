@@ -50,6 +50,9 @@ pub struct Tally {
     pub first_connection_error: Option<String>,
     /// Latency of every measured result, from scheduled send to arrival.
     pub latencies: Vec<Duration>,
+    /// The largest latency and when its update was scheduled, counted from the start of the
+    /// measured window: tells a one-off stall from a steady tail.
+    pub worst: Option<(Duration, Duration)>,
     /// First result of a measured update.
     pub first_result: Option<Sample>,
     /// First error result of a measured update.
@@ -186,11 +189,15 @@ impl Tracker {
             return;
         }
         state.measured_outstanding -= 1;
+        let window_start = state.window.map_or(entry.scheduled, |(from, _)| from);
         let tally = &mut state.tally;
         tally.results += 1;
-        tally
-            .latencies
-            .push(arrived.saturating_duration_since(entry.scheduled));
+        let latency = arrived.saturating_duration_since(entry.scheduled);
+        tally.latencies.push(latency);
+        if tally.worst.is_none_or(|(worst, _)| latency > worst) {
+            let at = entry.scheduled.saturating_duration_since(window_start);
+            tally.worst = Some((latency, at));
+        }
         if tally.first_result.is_none() {
             tally.first_result = Some(sample(topic, payload));
         }
@@ -278,6 +285,10 @@ mod tests {
         assert_eq!((tally.scheduled, tally.sent, tally.results), (1, 1, 1));
         assert_eq!(tally.latencies, [Duration::from_millis(25)]);
         assert_eq!(
+            tally.worst,
+            Some((Duration::from_millis(25), Duration::from_millis(10)))
+        );
+        assert_eq!(
             (tally.error_results, tally.missing, tally.unmatched),
             (0, 0, 0)
         );
@@ -288,6 +299,21 @@ mod tests {
                 topic: "r/a".into(),
                 payload: String::from_utf8_lossy(OK).into_owned()
             })
+        );
+    }
+
+    #[test]
+    fn worst_latency_remembers_its_schedule() {
+        let t0 = Instant::now();
+        let t = windowed(t0, 1000);
+        for (id, at, arrives) in [("a", 0, 5), ("b", 100, 400), ("c", 200, 210)] {
+            t.register(id.into(), t0 + Duration::from_millis(at), None);
+            let payload = format!(r#"{{"event_id":"{id}"}}"#);
+            t.on_result("r", payload.as_bytes(), t0 + Duration::from_millis(arrives));
+        }
+        assert_eq!(
+            t.finish().worst,
+            Some((Duration::from_millis(300), Duration::from_millis(100)))
         );
     }
 
