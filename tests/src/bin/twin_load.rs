@@ -3,7 +3,7 @@
 //! It starts everything it measures itself, in a fresh temporary directory:
 //! N devices `default/load-<i>` (one DeviceModel, property `temperature` of type INT) in
 //! `wedge.devices.dir`, a `wedge run` daemon with the default store durability (synchronous
-//! full), and with `--broker mosquitto` a mosquitto on a free loopback port (the daemon in
+//! full; `--synchronous normal` to compare), and with `--broker mosquitto` a mosquitto on a free loopback port (the daemon in
 //! `mqttMode: 2`); with `--broker embedded` the daemon's own broker (`mqttMode: 0`).
 //! Publishers then play KubeEdge mappers, sending twin updates on
 //! `$hw/events/device/default/load-<i>/twin/update` round-robin over the devices, and
@@ -115,6 +115,11 @@ struct Args {
     /// high, so that a backlog shows as latency rather than loss.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64))]
     queue: u32,
+    /// The node's `wedge.store.synchronous`: `full` (fsync every commit; the default and what
+    /// the durability figures mean) or `normal` (no fsync on commit: survives a crash of the
+    /// process, not a power cut).
+    #[arg(long, default_value = "full", value_parser = ["full", "normal"])]
+    synchronous: String,
     /// Worker threads of the load generator. It shares the machine with the daemon and the
     /// broker; few threads keep its share of the CPU bounded.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
@@ -255,7 +260,7 @@ async fn run(args: &Args) -> Result<Report> {
         }
     };
     let plan = plan(args, broker.port())?;
-    let config = setup::wedge_config(&layout, broker, args.queue)?;
+    let config = setup::wedge_config(&layout, broker, args.queue, &args.synchronous)?;
     std::fs::write(layout.config(), config).context("cannot write the daemon's config")?;
 
     let admin = SocketAddr::from(([127, 0, 0, 1], procs::free_port()?));
@@ -306,6 +311,7 @@ async fn run(args: &Args) -> Result<Report> {
         broker: broker_name,
         broker_url: format!("tcp://127.0.0.1:{}", broker.port()),
         queue: args.queue,
+        synchronous: args.synchronous.clone(),
         wedge,
         wedge_pid: daemon.pid(),
         plan,

@@ -4,6 +4,7 @@
 //! through a small pool of read-only connections that never block the writer. Each module owns
 //! its tables and brings its migrations ([`Store::migrate`]); the store only runs them.
 
+mod checkpoint;
 mod error;
 mod migrate;
 mod writer;
@@ -72,12 +73,18 @@ struct Inner {
     path: PathBuf,
     jobs: Option<mpsc::Sender<Box<dyn Job>>>,
     writer: Option<JoinHandle<()>>,
+    checkpointer: Option<(std::sync::mpsc::Sender<()>, JoinHandle<()>)>,
     readers: Mutex<Vec<Connection>>,
     stats: Arc<StoreStats>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        // The checkpointer stops first, so the writer's final checkpoint runs alone.
+        if let Some((stop, thread)) = self.checkpointer.take() {
+            let _ = stop.send(());
+            let _ = thread.join();
+        }
         // Closing the queue lets the writer finish what is queued and exit; wait for it so the
         // process never ends with an unfinished commit.
         self.jobs.take();
@@ -135,11 +142,13 @@ impl Store {
                 path: path.to_owned(),
                 reason: format!("cannot start writer thread: {e}"),
             })?;
+        let checkpointer = start_checkpointer(path, options.synchronous)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
                 jobs: Some(tx),
                 writer: Some(writer),
+                checkpointer: Some(checkpointer),
                 readers: Mutex::new(Vec::new()),
                 stats,
             }),
@@ -315,18 +324,40 @@ fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, Stor
             "cannot switch to WAL journal mode (got {mode})"
         )));
     }
-    let sync = match synchronous {
-        Synchronous::Full => "FULL",
-        Synchronous::Normal => "NORMAL",
-    };
+    let sync = sync_pragma(synchronous);
+    // Checkpoints run on their own thread (see `checkpoint.rs`), never inside a commit.
     conn.execute_batch(&format!(
-        "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;"
+        "PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000; \
+         PRAGMA wal_autocheckpoint=0;"
     ))
     .map_err(|e| classify(path, e))?;
     // Prove we can take the write lock now, not at the first message.
     conn.execute_batch("BEGIN IMMEDIATE; COMMIT;")
         .map_err(|e| classify(path, e))?;
     Ok(conn)
+}
+
+fn sync_pragma(synchronous: Synchronous) -> &'static str {
+    match synchronous {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+    }
+}
+
+fn start_checkpointer(
+    path: &Path,
+    synchronous: Synchronous,
+) -> Result<(std::sync::mpsc::Sender<()>, JoinHandle<()>), StoreError> {
+    let conn = checkpoint::open(path, sync_pragma(synchronous)).map_err(|e| classify(path, e))?;
+    let (stop, stopped) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("wedge-store-checkpoint".to_owned())
+        .spawn(move || checkpoint::run(conn, stopped))
+        .map_err(|e| StoreError::Open {
+            path: path.to_owned(),
+            reason: format!("cannot start checkpoint thread: {e}"),
+        })?;
+    Ok((stop, thread))
 }
 
 fn open_reader(path: &Path) -> Result<Connection, StoreError> {

@@ -19,6 +19,8 @@ pub struct Report {
     pub broker_url: String,
     /// Queue size given to the broker (per-client queue).
     pub queue: u32,
+    /// The daemon's `wedge.store.synchronous`.
+    pub synchronous: String,
     /// The daemon binary.
     pub wedge: PathBuf,
     /// The daemon's pid.
@@ -90,10 +92,11 @@ impl Report {
             out.push('\n');
         };
         line(format!(
-            "twin-load: {} broker {} (per-client queue {}), wedge {} (pid {})",
+            "twin-load: {} broker {} (per-client queue {}), store synchronous {}, wedge {} (pid {})",
             self.broker,
             self.broker_url,
             self.queue,
+            self.synchronous,
             self.wedge.display(),
             self.wedge_pid
         ));
@@ -239,6 +242,7 @@ impl Report {
             "broker": self.broker,
             "broker_url": self.broker_url,
             "queue": self.queue,
+            "synchronous": self.synchronous,
             "wedge": self.wedge.display().to_string(),
             "wedge_pid": self.wedge_pid,
             "devices": p.devices,

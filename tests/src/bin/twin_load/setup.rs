@@ -97,9 +97,14 @@ fn yaml_path(path: &Path) -> Result<String> {
 }
 
 /// The daemon's edgecore.yaml: defaults everywhere except the broker, the queue size, the node
-/// name and the paths of this run. Store durability stays at the default (synchronous full):
-/// the figures are for durable commits.
-pub fn wedge_config(layout: &Layout, broker: BrokerSetting, session_queue: u32) -> Result<String> {
+/// name, the paths of this run and `wedge.store.synchronous` (`full`, the default, unless the
+/// run asks for `normal`).
+pub fn wedge_config(
+    layout: &Layout,
+    broker: BrokerSetting,
+    session_queue: u32,
+    synchronous: &str,
+) -> Result<String> {
     let (mode, server_key, port) = match broker {
         BrokerSetting::Embedded { port } => (0, "mqttServerInternal", port),
         BrokerSetting::External { port } => (2, "mqttServerExternal", port),
@@ -118,6 +123,8 @@ pub fn wedge_config(layout: &Layout, broker: BrokerSetting, session_queue: u32) 
          \x20 edged:\n\
          \x20   hostnameOverride: {NODE}\n\
          wedge:\n\
+         \x20 store:\n\
+         \x20   synchronous: {synchronous}\n\
          \x20 devices:\n\
          \x20   dir: {devices}\n",
         dmi = yaml_path(&layout.dmi_sock())?,
@@ -213,7 +220,13 @@ mod tests {
 
     #[test]
     fn embedded_config_is_valid_and_sets_what_it_should() {
-        let text = wedge_config(&layout(), BrokerSetting::Embedded { port: 41883 }, 5000).unwrap();
+        let text = wedge_config(
+            &layout(),
+            BrokerSetting::Embedded { port: 41883 },
+            5000,
+            "full",
+        )
+        .unwrap();
         let config = EdgeCoreConfig::from_yaml_str(&text).unwrap();
         let yaml = config.to_yaml();
         assert!(yaml.contains("mqttMode: 0"), "{yaml}");
@@ -232,14 +245,20 @@ mod tests {
             yaml.contains("dmiSockPath: /tmp/twin load \"x\"/dmi.sock\n"),
             "{yaml}"
         );
-        // Durability stays at the default.
         assert!(yaml.contains("synchronous: full"), "{yaml}");
     }
 
     #[test]
     fn external_config_is_valid_and_sets_mode_2() {
-        let text = wedge_config(&layout(), BrokerSetting::External { port: 41999 }, 100).unwrap();
+        let text = wedge_config(
+            &layout(),
+            BrokerSetting::External { port: 41999 },
+            100,
+            "normal",
+        )
+        .unwrap();
         let yaml = EdgeCoreConfig::from_yaml_str(&text).unwrap().to_yaml();
+        assert!(yaml.contains("synchronous: normal"), "{yaml}");
         assert!(yaml.contains("mqttMode: 2"), "{yaml}");
         assert!(
             yaml.contains("mqttServerExternal: tcp://127.0.0.1:41999"),
