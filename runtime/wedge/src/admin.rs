@@ -109,6 +109,7 @@ async fn deploy_module(
     {
         hooks.mapper_deployed(&status.name).await;
     }
+    crate::heap::release_free_memory();
     Ok::<_, (StatusCode, axum::Json<serde_json::Value>)>((
         StatusCode::CREATED,
         axum::Json(serde_json::to_value(status).unwrap_or_default()),

@@ -222,6 +222,7 @@ async fn start_wasm_host(
         host.load_directory(std::path::Path::new(&config.wedge.modules.dir))
             .await;
     }
+    crate::heap::release_free_memory();
     Ok(host)
 }
 

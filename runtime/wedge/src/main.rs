@@ -9,6 +9,7 @@ mod admin_client;
 mod cli;
 mod config_cmd;
 mod daemon;
+mod heap;
 mod logging;
 mod module_cmd;
 mod scaffold;
