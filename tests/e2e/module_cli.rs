@@ -188,3 +188,36 @@ fn new_modules_build_and_deploy() {
     ]);
     assert!(!ok && err.contains("wedge.toml"), "{err}");
 }
+
+#[test]
+fn precompile_fills_the_component_cache_and_refuses_junk() {
+    let cache = tempfile::tempdir().unwrap();
+    let thermometer = module("virtual-thermometer");
+    let dir = cache.path().to_str().unwrap();
+    let (ok, _, err) = cli(&[
+        "module",
+        "precompile",
+        "--cache-dir",
+        dir,
+        "--max-instances",
+        "512",
+        thermometer.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let entries = std::fs::read_dir(cache.path()).unwrap().count();
+    assert!(entries > 0, "nothing written to the cache");
+
+    let junk = cache.path().join("junk.wasm");
+    std::fs::write(&junk, b"not a component").unwrap();
+    let (ok, _, err) = cli(&[
+        "module",
+        "precompile",
+        "--cache-dir",
+        dir,
+        "--max-instances",
+        "512",
+        junk.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(!err.is_empty());
+}

@@ -35,6 +35,8 @@ pub struct AdminState {
     pub wasm: Option<Arc<WasmHost>>,
     /// devicetwin's hooks: a mapper deployed here is handed the devices of its protocol.
     pub twin_hooks: Option<Arc<WasmTwinHooks>>,
+    /// Compiles deployed components in a child process.
+    pub precompiler: Option<crate::precompile::Precompiler>,
 }
 
 #[derive(Serialize)]
@@ -103,6 +105,11 @@ async fn deploy_module(
     body: axum::body::Bytes,
 ) -> impl IntoResponse {
     let host = wasm_host(&state)?.clone();
+    if let Some(precompiler) = &state.precompiler
+        && let Err(e) = precompiler.run(&body).await
+    {
+        tracing::debug!("precompile in a child process failed; compiling in-process: {e:#}");
+    }
     let status = host.deploy(body.to_vec()).await.map_err(wasm_error)?;
     if status.kind == ModuleKind::Mapper.as_str()
         && let Some(hooks) = &state.twin_hooks

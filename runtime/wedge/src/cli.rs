@@ -78,6 +78,19 @@ pub enum ModuleCommand {
         #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
         admin_addr: SocketAddr,
     },
+    /// Compile a packaged module into a node's component cache (run by the daemon itself, so
+    /// the compiler's memory is never the daemon's).
+    #[command(hide = true)]
+    Precompile {
+        /// The packaged .wasm file.
+        file: PathBuf,
+        /// The node's component cache.
+        #[arg(long)]
+        cache_dir: PathBuf,
+        /// The node's `wedge.modules.maxInstances`.
+        #[arg(long)]
+        max_instances: u32,
+    },
 }
 
 /// Module kinds on the command line.

@@ -159,6 +159,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             started,
             wasm: Some(wasm.clone()),
             twin_hooks: Some(twin_hooks.clone()),
+            precompiler: Some(crate::precompile::Precompiler {
+                cache_dir: config.data_dir().join("modules").join("cache"),
+                max_instances: config.wedge.modules.max_instances,
+            }),
         },
         stop_admin.clone(),
     )

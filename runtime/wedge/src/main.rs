@@ -12,6 +12,7 @@ mod daemon;
 mod heap;
 mod logging;
 mod module_cmd;
+mod precompile;
 mod scaffold;
 mod twin_hooks;
 mod wasm_bridge;

@@ -1,4 +1,4 @@
-//! `wedge module new|build|deploy|list|remove`.
+//! `wedge module new|build|deploy|list|remove` (and the daemon's own `precompile`).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -21,6 +21,11 @@ pub fn run(cmd: ModuleCommand) -> Result<()> {
         ModuleCommand::Deploy { file, admin_addr } => deploy(&file, admin_addr),
         ModuleCommand::List { admin_addr } => list(admin_addr),
         ModuleCommand::Remove { name, admin_addr } => remove(&name, admin_addr),
+        ModuleCommand::Precompile {
+            file,
+            cache_dir,
+            max_instances,
+        } => crate::precompile::precompile(&file, &cache_dir, max_instances),
     }
 }
 
