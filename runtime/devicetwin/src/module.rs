@@ -217,6 +217,10 @@ struct Turn<'a> {
     jobs: mpsc::Sender<Job>,
 }
 
+/// What every handler that changes the cache takes: the devices, the device (or node) id, the
+/// request body, the time, and a source of fresh ids.
+type Handler = fn(&mut Devices, &str, &[u8], i64, &mut dyn FnMut() -> String) -> Effects;
+
 fn new_id() -> String {
     wedge_core::message::new_id()
 }
@@ -282,72 +286,73 @@ impl Turn<'_> {
             Request::Device { device, kind } => {
                 self.device_request(&device, kind, &payload, now).await
             }
-            Request::Node { node: _, kind } => {
-                self.twin.stats.count("membership");
-                let effects = match kind {
-                    NodeTopic::MembershipGet => {
-                        crate::membership::get(&self.twin.cache.read(), &node, &payload, now)
-                    }
-                    NodeTopic::MembershipDetailResult => crate::membership::detail_result(
-                        &mut self.twin.cache.write(),
+            Request::Node { node: _, kind } => match kind {
+                NodeTopic::MembershipGet => {
+                    self.twin.stats.count("membership");
+                    let effects =
+                        crate::membership::get(&self.twin.cache.read(), &node, &payload, now);
+                    self.emit(effects, None).await;
+                }
+                NodeTopic::MembershipDetailResult => {
+                    self.apply(
+                        "membership",
+                        crate::membership::detail_result,
                         &node,
                         &payload,
                         now,
-                        &mut new_id,
-                    ),
-                    NodeTopic::MembershipUpdated => crate::membership::update(
-                        &mut self.twin.cache.write(),
+                    )
+                    .await;
+                }
+                NodeTopic::MembershipUpdated => {
+                    self.apply(
+                        "membership",
+                        crate::membership::update,
                         &node,
                         &payload,
                         now,
-                        &mut new_id,
-                    ),
-                };
-                self.emit_membership(effects).await;
-            }
+                    )
+                    .await;
+                }
+            },
             Request::MembershipUpdate => {
-                self.twin.stats.count("membership");
-                let effects = crate::membership::update(
-                    &mut self.twin.cache.write(),
+                self.apply(
+                    "membership",
+                    crate::membership::update,
                     &node,
                     &payload,
                     now,
-                    &mut new_id,
-                );
-                self.emit_membership(effects).await;
+                )
+                .await;
             }
             Request::MembershipDetail => {
-                self.twin.stats.count("membership");
-                let effects = crate::membership::detail_result(
-                    &mut self.twin.cache.write(),
+                self.apply(
+                    "membership",
+                    crate::membership::detail_result,
                     &node,
                     &payload,
                     now,
-                    &mut new_id,
-                );
-                self.emit_membership(effects).await;
+                )
+                .await;
             }
             Request::CloudAttributes { device } => {
-                self.twin.stats.count("attributes");
-                let effects = crate::attributes::update(
-                    &mut self.twin.cache.write(),
+                self.apply(
+                    "attributes",
+                    crate::attributes::update,
                     &device,
                     &payload,
                     now,
-                    &mut new_id,
-                );
-                self.emit(effects, None).await;
+                )
+                .await;
             }
             Request::CloudSync { device } => {
-                self.twin.stats.count("cloud_sync");
-                let effects = crate::cloud_sync::handle(
-                    &mut self.twin.cache.write(),
+                self.apply(
+                    "cloud_sync",
+                    crate::cloud_sync::handle,
                     &device,
                     &payload,
                     now,
-                    &mut new_id,
-                );
-                self.emit(effects, None).await;
+                )
+                .await;
             }
             Request::Definition { kind, id, deleted } => {
                 self.twin.stats.count("definition");
@@ -377,37 +382,28 @@ impl Turn<'_> {
                 self.emit(effects, None).await;
             }
             DeviceTopic::StateUpdate => {
-                self.twin.stats.count("state_update");
-                let effects = crate::state::update(
-                    &mut self.twin.cache.write(),
-                    device,
-                    payload,
-                    now,
-                    &mut new_id,
-                );
-                self.emit(effects, None).await;
+                self.apply("state_update", crate::state::update, device, payload, now)
+                    .await;
             }
             DeviceTopic::AttributesUpdated => {
-                self.twin.stats.count("attributes");
-                let effects = crate::attributes::update(
-                    &mut self.twin.cache.write(),
+                self.apply(
+                    "attributes",
+                    crate::attributes::update,
                     device,
                     payload,
                     now,
-                    &mut new_id,
-                );
-                self.emit(effects, None).await;
+                )
+                .await;
             }
             DeviceTopic::TwinCloudUpdated => {
-                self.twin.stats.count("cloud_sync");
-                let effects = crate::cloud_sync::handle(
-                    &mut self.twin.cache.write(),
+                self.apply(
+                    "cloud_sync",
+                    crate::cloud_sync::handle,
                     device,
                     payload,
                     now,
-                    &mut new_id,
-                );
-                self.emit(effects, None).await;
+                )
+                .await;
             }
             DeviceTopic::StateGet => {
                 // KubeEdge has no handler for it either.
@@ -451,8 +447,21 @@ impl Turn<'_> {
         self.emit(effects, Some(on_failure)).await;
     }
 
-    /// Membership removals also stop mappers driving the removed devices (after the commit).
-    async fn emit_membership(&self, mut effects: Effects) {
+    /// Runs a handler that changes the cache and queues its effects. Removed devices are also
+    /// told to the hooks — after the commit, by the output stage.
+    async fn apply(
+        &mut self,
+        kind: &'static str,
+        handler: Handler,
+        id: &str,
+        payload: &[u8],
+        now: i64,
+    ) {
+        self.twin.stats.count(kind);
+        let mut effects = {
+            let mut devices = self.twin.cache.write();
+            handler(&mut devices, id, payload, now, &mut new_id)
+        };
         effects.removed = crate::membership::removed_ids(&effects);
         self.emit(effects, None).await;
     }
