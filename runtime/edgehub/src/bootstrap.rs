@@ -1,0 +1,1 @@
+//! Certificate bootstrap from a join token, and rotation.

@@ -1,0 +1,11 @@
+//! EdgeHub: the node's link to a KubeEdge CloudCore (`spec/kubeedge-compat.md` §2) — a
+//! WebSocket over mutual TLS carrying KubeEdge's message envelope — and, beyond KubeEdge, a
+//! durable outbox so that nothing bound for the cloud is lost while the link is down.
+//!
+//! Work in progress (issue 5): the parts land one by one, each tested on its own.
+
+#![warn(missing_docs)]
+
+pub mod bootstrap;
+pub mod link;
+pub mod outbox;

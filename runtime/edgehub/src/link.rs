@@ -1,0 +1,1 @@
+//! The WebSocket link: framing, keepalive, dispatch, reconnect.

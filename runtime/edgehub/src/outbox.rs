@@ -1,0 +1,1 @@
+//! The durable outbox of cloud-bound messages.
