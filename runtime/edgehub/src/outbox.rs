@@ -1,1 +1,348 @@
 //! The durable outbox of cloud-bound messages.
+//!
+//! Every edge→cloud message that must reach the cloud is written here (SQLite, through the
+//! node's group-committing [`Store`]) before the link sends it, and removed only once the cloud
+//! has it. The stored body is the message's cloud JSON ([`Message::to_cloud_vec`]), so a resend
+//! after a reconnect or a restart carries the same bytes and the same `msg_id`.
+//!
+//! The queue is bounded: beyond `cap` rows a push is refused ([`OutboxError::Full`]) rather than
+//! letting a long outage fill the disk; the refusal is counted on `/metrics`.
+
+mod table;
+#[cfg(test)]
+mod tests;
+
+pub use table::MIGRATIONS;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use wedge_core::metrics::{MetricsSource, PromWriter};
+use wedge_core::store::PendingWrite;
+use wedge_core::{Message, Store, StoreError};
+
+/// The component name the outbox's migrations are recorded under.
+pub const COMPONENT: &str = "edgehub";
+
+/// Why an outbox operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    /// `cap` messages are already queued; this one was not stored.
+    #[error("outbox full ({cap} messages queued); message refused")]
+    Full {
+        /// The configured cap.
+        cap: usize,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stored row cannot be read back as the message it was; the caller should log it and
+    /// [`Outbox::remove`] it, since it can never be sent.
+    #[error("outbox row {seq} is corrupt: {reason}")]
+    Corrupt {
+        /// The row's seq.
+        seq: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// Counters and the row count, shared by every clone and by pending pushes.
+struct Shared {
+    store: Store,
+    cap: usize,
+    /// Rows stored plus pushes queued but not yet resolved; a push reserves its place here
+    /// before it is queued, so concurrent pushes can never overshoot the cap.
+    queued: AtomicUsize,
+    refused: AtomicU64,
+    pushed: AtomicU64,
+    removed: AtomicU64,
+}
+
+impl Shared {
+    /// Takes one place under the cap.
+    fn reserve(&self) -> Result<(), OutboxError> {
+        self.queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.cap).then_some(n + 1)
+            })
+            .map(|_| ())
+            .map_err(|_| {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                OutboxError::Full { cap: self.cap }
+            })
+    }
+
+    /// Gives back `n` places (a failed push, or removed rows).
+    fn release(&self, n: usize) {
+        // Saturating: the count must never wrap, even if a row was removed by hand.
+        let _ = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                Some(q.saturating_sub(n))
+            });
+    }
+
+    /// Books the outcome of a push once its commit is known.
+    fn settle(&self, outcome: &Result<u64, StoreError>) {
+        match outcome {
+            Ok(_) => {
+                self.pushed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => self.release(1),
+        }
+    }
+}
+
+/// The durable, bounded queue of cloud-bound messages; cheap to clone.
+#[derive(Clone)]
+pub struct Outbox {
+    shared: Arc<Shared>,
+}
+
+/// A push that has been queued for the store; resolves to its seq once committed.
+///
+/// Dropping it unresolved does not cancel the write (the row is stored all the same); its
+/// outcome is then still booked in the background so the count stays right.
+pub struct PendingPush {
+    write: Option<PendingWrite<i64>>,
+    shared: Arc<Shared>,
+}
+
+impl Future for PendingPush {
+    type Output = Result<u64, OutboxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(write) = self.write.as_mut() else {
+            return Poll::Ready(Err(OutboxError::Store(StoreError::Closed)));
+        };
+        let outcome = match Pin::new(write).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(r) => r.and_then(seq_from_sql),
+        };
+        self.write = None;
+        self.shared.settle(&outcome);
+        Poll::Ready(outcome.map_err(OutboxError::from))
+    }
+}
+
+impl Drop for PendingPush {
+    fn drop(&mut self) {
+        let Some(write) = self.write.take() else {
+            return;
+        };
+        // Without a runtime the place stays reserved: erring towards "fuller" never loses data.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let shared = self.shared.clone();
+            rt.spawn(async move {
+                let outcome = write.await.and_then(seq_from_sql);
+                shared.settle(&outcome);
+            });
+        }
+    }
+}
+
+/// A seq as SQLite returns it (always positive for an AUTOINCREMENT key).
+fn seq_from_sql(seq: i64) -> Result<u64, StoreError> {
+    u64::try_from(seq).map_err(|_| StoreError::Commit(format!("negative outbox seq {seq}")))
+}
+
+/// A seq as an SQL parameter; seqs beyond SQLite's range compare as its maximum.
+fn seq_to_sql(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+impl Outbox {
+    /// Opens the outbox on an already migrated store ([`COMPONENT`], [`MIGRATIONS`]), counting
+    /// the rows left from before a restart. At most `cap` messages are held at once (0 refuses
+    /// every push).
+    pub async fn open(store: Store, cap: usize) -> Result<Outbox, OutboxError> {
+        let queued = store.read(table::count).await?;
+        Ok(Outbox {
+            shared: Arc::new(Shared {
+                store,
+                cap,
+                queued: AtomicUsize::new(queued),
+                refused: AtomicU64::new(0),
+                pushed: AtomicU64::new(0),
+                removed: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Stores `msg` and waits until it is committed; returns its seq. Refused with
+    /// [`OutboxError::Full`] (and not stored) when `cap` messages are queued.
+    pub async fn push(&self, msg: &Message) -> Result<u64, OutboxError> {
+        self.submit(msg).await?.await
+    }
+
+    /// Like [`Outbox::push`] but returns as soon as the row is queued for the store, so a caller
+    /// can pipeline many pushes into shared commits; the returned future resolves after the
+    /// commit. Rows get their seqs in the order they are submitted.
+    pub async fn submit(&self, msg: &Message) -> Result<PendingPush, OutboxError> {
+        let shared = &self.shared;
+        shared.reserve()?;
+        let body = String::from_utf8(msg.to_cloud_vec())
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        let msg_id = msg.header.id.clone();
+        let resource = msg.route.resource.clone();
+        let now = wedge_core::time::now_ms();
+        let queued = shared
+            .store
+            .submit(move |conn| table::insert(conn, &msg_id, &resource, &body, now))
+            .await;
+        match queued {
+            Ok(write) => Ok(PendingPush {
+                write: Some(write),
+                shared: shared.clone(),
+            }),
+            Err(e) => {
+                shared.release(1);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Up to `limit` queued messages with seq > `after` (all when `None`), oldest first, as
+    /// committed so far.
+    ///
+    /// A row that cannot be read back (its body is not a message, or not the message its
+    /// `msg_id` names) ends the list: the rows before it are returned, and when it is the first
+    /// one the call fails with [`OutboxError::Corrupt`] naming its seq, so the caller can drop
+    /// it and go on.
+    pub async fn oldest(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<(u64, Message)>, OutboxError> {
+        let after = after.map(seq_to_sql).unwrap_or(-1);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .shared
+            .store
+            .read(move |conn| table::oldest(conn, after, limit))
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            match decode(row) {
+                Ok(item) => out.push(item),
+                Err(corrupt) if out.is_empty() => return Err(corrupt),
+                Err(_) => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes every message with seq <= `seq` (the link sends in order and the cloud confirms
+    /// in order); returns how many were removed.
+    pub async fn remove_upto(&self, seq: u64) -> Result<usize, OutboxError> {
+        let seq = seq_to_sql(seq);
+        let n = self
+            .shared
+            .store
+            .write(move |conn| table::delete_upto(conn, seq))
+            .await?;
+        self.removed_rows(n);
+        Ok(n)
+    }
+
+    /// Removes the message `seq`; true when it was queued.
+    pub async fn remove(&self, seq: u64) -> Result<bool, OutboxError> {
+        let seq = seq_to_sql(seq);
+        let gone = self
+            .shared
+            .store
+            .write(move |conn| table::delete(conn, seq))
+            .await?;
+        self.removed_rows(usize::from(gone));
+        Ok(gone)
+    }
+
+    fn removed_rows(&self, n: usize) {
+        self.shared.release(n);
+        self.shared.removed.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Messages queued, counting pushes not yet committed.
+    pub fn len(&self) -> usize {
+        self.shared.queued.load(Ordering::Acquire)
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most messages held at once.
+    pub fn cap(&self) -> usize {
+        self.shared.cap
+    }
+}
+
+/// Checks a stored row and turns it back into its message.
+fn decode(row: table::RawRow) -> Result<(u64, Message), OutboxError> {
+    let seq = u64::try_from(row.seq).map_err(|_| OutboxError::Corrupt {
+        seq: 0,
+        reason: format!("negative seq {}", row.seq),
+    })?;
+    let corrupt = |reason: String| OutboxError::Corrupt { seq, reason };
+    let body = row
+        .body
+        .ok_or_else(|| corrupt("body is not text".to_owned()))?;
+    let msg = Message::from_slice(&body).map_err(|e| corrupt(e.to_string()))?;
+    let msg_id = row.msg_id.unwrap_or_default();
+    if msg.header.id != msg_id {
+        return Err(corrupt(format!(
+            "body holds msg_id {:?}, row says {msg_id:?}",
+            msg.header.id
+        )));
+    }
+    Ok((seq, msg))
+}
+
+impl MetricsSource for Outbox {
+    /// Writes the queue's size, cap and traffic.
+    fn write_metrics(&self, w: &mut PromWriter) {
+        let s = &self.shared;
+        let gauges = [
+            (
+                "wedge_edgehub_outbox_messages",
+                "Cloud-bound messages queued in the durable outbox.",
+                s.queued.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "wedge_edgehub_outbox_cap",
+                "Most messages the outbox holds before refusing more.",
+                s.cap as f64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            w.family(name, help, "gauge");
+            w.sample(name, &[], value);
+        }
+        let counters = [
+            (
+                "wedge_edgehub_outbox_refused_total",
+                "Messages refused because the outbox was full.",
+                &s.refused,
+            ),
+            (
+                "wedge_edgehub_outbox_pushed_total",
+                "Messages committed to the outbox.",
+                &s.pushed,
+            ),
+            (
+                "wedge_edgehub_outbox_removed_total",
+                "Messages removed from the outbox once the cloud had them.",
+                &s.removed,
+            ),
+        ];
+        for (name, help, value) in counters {
+            w.family(name, help, "counter");
+            w.sample(name, &[], value.load(Ordering::Relaxed) as f64);
+        }
+    }
+}
