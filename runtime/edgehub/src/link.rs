@@ -1,1 +1,24 @@
-//! The WebSocket link: framing, keepalive, dispatch, reconnect.
+//! The WebSocket link to CloudCore (`spec/kubeedge-compat.md` §2): settings, framing,
+//! keepalive, inbound dispatch, outbound rate limit, reconnect backoff, mutual TLS, and the
+//! [`EdgeHub`] module that ties them together over a durable queue.
+//!
+//! The pure parts (everything but `connection` and `module`) are unit-tested on their own; the
+//! connection task and the module are tested end to end against an in-test TLS server.
+
+mod backoff;
+mod connection;
+mod dispatch;
+mod frame;
+mod inbound;
+mod module;
+mod ratelimit;
+mod settings;
+mod tls;
+
+pub use backoff::{Backoff, BackoffSettings};
+pub use dispatch::{Dispatch, route_inbound};
+pub use frame::{FrameError, control_ack, decode, encode, is_control, keepalive};
+pub use module::{EdgeHub, connection_message};
+pub use ratelimit::TokenBucket;
+pub use settings::{DEFAULT_MAX_FRAME, LinkSettings, SettingsError};
+pub use tls::{TlsError, client_config};

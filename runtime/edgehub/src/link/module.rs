@@ -1,0 +1,432 @@
+//! The `EdgeHub` module (bus name `websocket`, group `hub`): the connection loop.
+//!
+//! Durability: every message the node sends to the cloud (keepalives and control acks aside)
+//! is committed to the [`Outbox`] before it is written, and sent *from* the outbox in seq
+//! order, so a reconnect resends the backlog first, with the same bytes and `msg_id`, and only
+//! then takes new traffic from the mailbox. Responses and ACKs from modules take the same path
+//! (one rule, and a lost ACK would make the cloud resend its message).
+//!
+//! Delivery is confirmed without help from the cloud, which acknowledges only some messages: a
+//! message written to the socket counts as delivered once the link has stayed up for
+//! `confirm_after` (1 s) after the write; it is then removed. A link that breaks sooner leaves
+//! it in the outbox and it is sent again (at least once; the cloud sees the same `msg_id`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use wedge_core::message::{group, module, operation};
+use wedge_core::metrics::{MetricsSource, PromWriter};
+use wedge_core::{Content, Message, Module, ModuleContext, ModuleError};
+
+use super::backoff::Backoff;
+use super::connection::{WsSink, dial, write};
+use super::dispatch::{Dispatch, route_inbound};
+use super::frame::{control_ack, decode, is_control, keepalive};
+use super::inbound::{INBOUND_CAPACITY, InboundQueue, deliver};
+use super::ratelimit::TokenBucket;
+use super::settings::LinkSettings;
+use crate::outbox::{Outbox, OutboxError};
+
+/// Groups told when the cloud link comes up or goes down (edgecore v1.23's list).
+const CONNECTION_GROUPS: [&str; 4] = [group::TWIN, group::META, group::BUS, group::TASKMANAGER];
+
+/// Outbox rows read per batch while flushing the backlog.
+const FLUSH_BATCH: usize = 64;
+
+/// Counters shown on `/metrics`.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    connected: AtomicBool,
+    connects: AtomicU64,
+    dial_failures: AtomicU64,
+    disconnects: AtomicU64,
+    sent: AtomicU64,
+    received: AtomicU64,
+    malformed: AtomicU64,
+    inbound_overflow: AtomicU64,
+    pub(crate) undeliverable: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// The cloud link module.
+pub struct EdgeHub {
+    settings: LinkSettings,
+    outbox: Outbox,
+    stats: Arc<Stats>,
+}
+
+/// The connection broadcast sent to `group`: content `"cloud_connected"` or
+/// `"cloud_disconnected"`.
+pub fn connection_message(group: &str, content: &str) -> Message {
+    Message::build(
+        module::EDGEHUB_SOURCE,
+        group,
+        operation::CONNECT,
+        "node/connection",
+        Content::string(content),
+    )
+}
+
+/// How a session with the cloud ended.
+enum SessionEnd {
+    /// The node is shutting down.
+    Stop,
+    /// The link broke; redial.
+    Broken(String),
+}
+
+impl EdgeHub {
+    /// A module that dials per `settings` and keeps cloud-bound messages in `outbox` (opened on
+    /// a store migrated with [`crate::outbox::COMPONENT`] / [`crate::outbox::MIGRATIONS`]).
+    pub fn new(settings: LinkSettings, outbox: Outbox) -> EdgeHub {
+        EdgeHub {
+            settings,
+            outbox,
+            stats: Arc::default(),
+        }
+    }
+
+    /// True while a session with the cloud is up.
+    pub fn is_connected(&self) -> bool {
+        self.stats.connected.load(Ordering::Relaxed)
+    }
+
+    /// Commits a cloud-bound message to the outbox; returns its seq, or `None` when it was
+    /// refused (outbox full: logged and counted). Store failures end the module (the
+    /// supervisor restarts it).
+    async fn store(&self, msg: &Message) -> Result<Option<u64>, ModuleError> {
+        match self.outbox.push(msg).await {
+            Ok(seq) => Ok(Some(seq)),
+            Err(OutboxError::Full { cap }) => {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    msg_id = %msg.header.id,
+                    resource = %msg.route.resource,
+                    "outbox full ({cap} messages); cloud-bound message refused"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(Box::new(e)),
+        }
+    }
+
+    /// Waits `delay` while still taking messages into the outbox; false on shutdown.
+    async fn idle(
+        &self,
+        ctx: &mut ModuleContext,
+        delay: std::time::Duration,
+    ) -> Result<bool, ModuleError> {
+        let sleep = tokio::time::sleep(delay);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return Ok(true),
+                msg = ctx.recv() => match msg {
+                    Some(msg) => { self.store(&msg).await?; }
+                    None => return Ok(false),
+                },
+            }
+        }
+    }
+
+    fn broadcast(&self, queue: &InboundQueue, content: &str) {
+        for group in CONNECTION_GROUPS {
+            self.enqueue(
+                queue,
+                Dispatch::Group(group),
+                connection_message(group, content),
+            );
+        }
+    }
+
+    fn enqueue(&self, queue: &InboundQueue, to: Dispatch, msg: Message) {
+        if let Some(dropped) = queue.push(to, msg) {
+            self.stats.inbound_overflow.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(msg_id = %dropped.header.id, "inbound queue full; oldest message dropped");
+        }
+    }
+
+    /// Handles one inbound frame payload; `Some(ack)` is a control ack to write at once.
+    fn inbound(&self, payload: &[u8], queue: &InboundQueue) -> Option<Message> {
+        self.stats.received.fetch_add(1, Ordering::Relaxed);
+        let msg = match decode(payload, self.settings.max_frame) {
+            Ok(msg) => msg,
+            Err(e) => {
+                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("cloud frame skipped: {e}");
+                return None;
+            }
+        };
+        if is_control(&msg) {
+            return Some(control_ack(&msg));
+        }
+        match route_inbound(&msg) {
+            Dispatch::Drop => {
+                self.stats.undeliverable.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(group = %msg.route.group, source = %msg.route.source, "cloud message has no destination; dropped");
+            }
+            to => self.enqueue(queue, to, msg),
+        }
+        None
+    }
+
+    /// One connected session: keepalives, backlog flush, live traffic, inbound frames.
+    async fn session(
+        &self,
+        ctx: &mut ModuleContext,
+        ws: super::connection::Ws,
+        queue: &InboundQueue,
+        bucket: &mut TokenBucket,
+    ) -> Result<SessionEnd, ModuleError> {
+        let deadline = self.settings.write_timeout;
+        let (mut sink, mut stream) = ws.split();
+        if let Err(e) = write(&mut sink, &keepalive(), deadline).await {
+            return Ok(SessionEnd::Broken(e));
+        }
+        let mut heartbeat = tokio::time::interval(self.settings.heartbeat);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        heartbeat.tick().await;
+        let mut confirm = tokio::time::interval(self.settings.confirm_after);
+        confirm.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        confirm.tick().await;
+        // Outbox rows read but not yet written, oldest first.
+        let mut ready: std::collections::VecDeque<(u64, Message)> = Default::default();
+        // True until the backlog from before this session has been read out of the outbox.
+        let mut backlog = true;
+        let mut loaded: Option<u64> = None;
+        let mut written: Option<u64> = None;
+        let mut mark: Option<u64> = None;
+        let cancel = ctx.token().clone();
+        loop {
+            ctx.alive();
+            if backlog && ready.is_empty() {
+                match self.outbox.oldest(loaded, FLUSH_BATCH).await {
+                    Ok(batch) if batch.is_empty() => backlog = false,
+                    Ok(batch) => {
+                        loaded = batch.last().map(|(seq, _)| *seq);
+                        ready.extend(batch);
+                    }
+                    Err(OutboxError::Corrupt { seq, reason }) => {
+                        tracing::error!("outbox row {seq} cannot be sent ({reason}); removed");
+                        self.outbox.remove(seq).await?;
+                        loaded = Some(seq);
+                    }
+                    Err(e) => return Err(Box::new(e)),
+                }
+                continue;
+            }
+            let send_wait = (!ready.is_empty()).then(|| bucket.ready_in(Instant::now()));
+            let take_live = !backlog && ready.is_empty();
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    Self::close(&mut sink).await;
+                    return Ok(SessionEnd::Stop);
+                }
+                frame = stream.next() => {
+                    let payload = match frame {
+                        Some(Ok(WsMessage::Text(text))) => Some(text.as_bytes().to_vec()),
+                        Some(Ok(WsMessage::Binary(bytes))) => Some(bytes.to_vec()),
+                        Some(Ok(WsMessage::Close(_))) | None => {
+                            return Ok(SessionEnd::Broken("closed by the cloud".to_owned()));
+                        }
+                        // WebSocket pings are answered by tungstenite itself.
+                        Some(Ok(_)) => None,
+                        Some(Err(e)) => return Ok(SessionEnd::Broken(format!("read failed: {e}"))),
+                    };
+                    if let Some(ack) = payload.and_then(|p| self.inbound(&p, queue))
+                        && let Err(e) = write(&mut sink, &ack, deadline).await
+                    {
+                        return Ok(SessionEnd::Broken(e));
+                    }
+                }
+                _ = heartbeat.tick() => {
+                    if let Err(e) = write(&mut sink, &keepalive(), deadline).await {
+                        return Ok(SessionEnd::Broken(e));
+                    }
+                }
+                _ = confirm.tick() => {
+                    // Everything written before the previous tick has survived a full interval
+                    // of a live link: count it as delivered.
+                    if let Some(upto) = mark.take() {
+                        self.outbox.remove_upto(upto).await?;
+                    }
+                    mark = written.filter(|w| Some(*w) != mark);
+                }
+                _ = tokio::time::sleep(send_wait.unwrap_or_default()), if send_wait.is_some() => {
+                    if bucket.try_take(Instant::now()).is_ok()
+                        && let Some((seq, msg)) = ready.pop_front()
+                    {
+                        if let Err(e) = write(&mut sink, &msg, deadline).await {
+                            return Ok(SessionEnd::Broken(e));
+                        }
+                        self.stats.sent.fetch_add(1, Ordering::Relaxed);
+                        written = Some(seq);
+                    }
+                }
+                msg = ctx.recv(), if take_live => match msg {
+                    Some(msg) => {
+                        if let Some(seq) = self.store(&msg).await? {
+                            ready.push_back((seq, msg));
+                        }
+                    }
+                    None => {
+                        Self::close(&mut sink).await;
+                        return Ok(SessionEnd::Stop);
+                    }
+                },
+            }
+        }
+    }
+
+    async fn close(sink: &mut WsSink) {
+        use futures_util::SinkExt;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), sink.close()).await;
+    }
+}
+
+impl Module for EdgeHub {
+    fn name(&self) -> &'static str {
+        module::EDGEHUB
+    }
+
+    fn group(&self) -> &'static str {
+        group::HUB
+    }
+
+    async fn run(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), ModuleError> {
+        let queue = Arc::new(InboundQueue::new(INBOUND_CAPACITY));
+        let stop_delivery = ctx.token().child_token();
+        let _stop_on_exit = stop_delivery.clone().drop_guard();
+        tokio::spawn(deliver(
+            ctx.bus().clone(),
+            queue.clone(),
+            self.stats.clone(),
+            stop_delivery,
+        ));
+        let mut backoff = Backoff::from_clock(self.settings.backoff);
+        let s = &self.settings;
+        let mut bucket = TokenBucket::new(s.message_qps, s.message_burst, Instant::now());
+        ctx.ready();
+        loop {
+            let dialed = {
+                let dialing = dial(&self.settings);
+                tokio::pin!(dialing);
+                loop {
+                    tokio::select! {
+                        result = &mut dialing => break result,
+                        msg = ctx.recv() => match msg {
+                            Some(msg) => { self.store(&msg).await?; }
+                            None => return Ok(()),
+                        },
+                    }
+                }
+            };
+            let ws = match dialed {
+                Ok(ws) => ws,
+                Err(e) => {
+                    self.stats.dial_failures.fetch_add(1, Ordering::Relaxed);
+                    let delay = backoff.next_delay();
+                    tracing::warn!(server = %self.settings.server, "cloud dial failed: {e}; retrying in {delay:?}");
+                    if !self.idle(&mut ctx, delay).await? {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            backoff.reset();
+            self.stats.connected.store(true, Ordering::Relaxed);
+            self.stats.connects.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(server = %self.settings.server, "connected to the cloud");
+            self.broadcast(&queue, "cloud_connected");
+            let end = self.session(&mut ctx, ws, &queue, &mut bucket).await;
+            self.stats.connected.store(false, Ordering::Relaxed);
+            self.stats.disconnects.fetch_add(1, Ordering::Relaxed);
+            self.broadcast(&queue, "cloud_disconnected");
+            match end? {
+                SessionEnd::Stop => return Ok(()),
+                SessionEnd::Broken(reason) => {
+                    let delay = backoff.next_delay();
+                    tracing::warn!("cloud link lost: {reason}; redialing in {delay:?}");
+                    if !self.idle(&mut ctx, delay).await? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl MetricsSource for EdgeHub {
+    /// Writes the link's counters, then the outbox's.
+    fn write_metrics(&self, w: &mut PromWriter) {
+        let s = &self.stats;
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+        w.family(
+            "wedge_edgehub_connected",
+            "1 while the cloud link is up.",
+            "gauge",
+        );
+        let up = if s.connected.load(Ordering::Relaxed) {
+            1.0
+        } else {
+            0.0
+        };
+        w.sample("wedge_edgehub_connected", &[], up);
+        let counters: [(&str, &str, &AtomicU64); 9] = [
+            (
+                "wedge_edgehub_connects_total",
+                "Sessions established with the cloud.",
+                &s.connects,
+            ),
+            (
+                "wedge_edgehub_dial_failures_total",
+                "Failed dials to the cloud.",
+                &s.dial_failures,
+            ),
+            (
+                "wedge_edgehub_disconnects_total",
+                "Sessions that ended.",
+                &s.disconnects,
+            ),
+            (
+                "wedge_edgehub_messages_sent_total",
+                "Cloud-bound messages written to the link (resends included).",
+                &s.sent,
+            ),
+            (
+                "wedge_edgehub_frames_received_total",
+                "Frames received from the cloud.",
+                &s.received,
+            ),
+            (
+                "wedge_edgehub_frames_malformed_total",
+                "Inbound frames skipped as oversize or not a message.",
+                &s.malformed,
+            ),
+            (
+                "wedge_edgehub_inbound_dropped_total",
+                "Inbound messages dropped because the inbound queue was full.",
+                &s.inbound_overflow,
+            ),
+            (
+                "wedge_edgehub_inbound_undeliverable_total",
+                "Inbound messages no module or waiting request took.",
+                &s.undeliverable,
+            ),
+            (
+                "wedge_edgehub_outbound_refused_total",
+                "Cloud-bound messages refused because the outbox was full.",
+                &s.refused,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            w.family(name, help, "counter");
+            w.sample(name, &[], load(counter));
+        }
+        self.outbox.write_metrics(w);
+    }
+}
