@@ -20,6 +20,7 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use wedge_core::config::EdgeHub as EdgeHubConfig;
 use wedge_core::health::Health;
+use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_core::module::SupervisionSettings;
 use wedge_core::store::StoreOptions;
 use wedge_core::{Bus, Content, Mailbox, Message, Store, Supervisor};
@@ -273,6 +274,7 @@ impl Cloud {
 
 /// A node with the EdgeHub module and stand-ins for `metamanager` (group `meta`) and `twin`.
 struct Node {
+    hub: Arc<EdgeHub>,
     bus: Bus,
     outbox: Outbox,
     meta: Mailbox,
@@ -282,30 +284,47 @@ struct Node {
 
 impl Node {
     async fn start(dir: &Path, pki: &Pki, port: u16) -> Node {
+        Node::start_with(dir, pki, port, 1000, |_| {}).await
+    }
+
+    async fn start_with(
+        dir: &Path,
+        pki: &Pki,
+        port: u16,
+        cap: usize,
+        tweak: impl FnOnce(&mut LinkSettings),
+    ) -> Node {
         let store = Store::open(&dir.join("wedge.db"), StoreOptions::default()).unwrap();
         store.migrate(COMPONENT, MIGRATIONS).await.unwrap();
-        let outbox = Outbox::open(store, 1000).await.unwrap();
+        let outbox = Outbox::open(store, cap).await.unwrap();
         let mut config = EdgeHubConfig::default();
         config.websocket.server = format!("127.0.0.1:{port}");
         config.tls_ca_file = pki.ca_file.display().to_string();
         config.tls_cert_file = pki.client_cert_file.display().to_string();
         config.tls_private_key_file = pki.client_key_file.display().to_string();
-        let settings = LinkSettings::from_config(&config, NODE).unwrap();
+        let mut settings = LinkSettings::from_config(&config, NODE).unwrap();
+        tweak(&mut settings);
         let bus = Bus::new(64);
         let meta = bus.register("metamanager", "meta").unwrap();
         let twin = bus.register("twin", "twin").unwrap();
         let mut supervisor =
             Supervisor::new(bus.clone(), Health::new(), SupervisionSettings::default());
-        supervisor
-            .spawn(Arc::new(EdgeHub::new(settings, outbox.clone())))
-            .unwrap();
+        let hub = Arc::new(EdgeHub::new(settings, outbox.clone()));
+        supervisor.spawn(hub.clone()).unwrap();
         Node {
+            hub,
             bus,
             outbox,
             meta,
             twin,
             supervisor,
         }
+    }
+
+    fn metrics(&self) -> String {
+        let mut w = PromWriter::new();
+        self.hub.write_metrics(&mut w);
+        w.finish()
     }
 
     async fn to_cloud(&self, msg: Message) {
@@ -332,7 +351,10 @@ async fn session_handshake_keepalive_control_dispatch_and_replies() {
     let dir = tempfile::tempdir().unwrap();
     let pki = pki(dir.path());
     let mut cloud = Cloud::start(pki.server.clone()).await;
-    let mut node = Node::start(dir.path(), &pki, cloud.port).await;
+    let mut node = Node::start_with(dir.path(), &pki, cloud.port, 1000, |s| {
+        s.max_frame = 64 * 1024;
+    })
+    .await;
 
     // Handshake: path, headers, and the node's certificate (CN system:node:edge-1).
     let (path, headers, peer) = cloud.connected().await;
@@ -382,13 +404,22 @@ async fn session_handshake_keepalive_control_dispatch_and_replies() {
     assert_eq!(ack.route.resource, "node");
     assert_eq!(ack.content.raw(), "\"ack\"");
 
-    // Garbage, an oversized-free binary non-JSON frame and a headerless message are skipped
-    // and the link stays up: the next resource message reaches metamanager.
+    // Text that is not JSON, a binary frame that is not JSON, a headerless message and a frame
+    // over `max_frame` are all skipped and the link stays up: the next resource message
+    // (sent as a binary frame, which is read too) reaches metamanager.
     cloud.send_raw(WsMessage::Text("not json\n".into()));
     cloud.send_raw(WsMessage::Binary(b"\x00\x01".to_vec().into()));
     cloud.send_raw(WsMessage::Text(
         "{\"route\":{\"group\":\"resource\"}}".into(),
     ));
+    let mut big = Message::build(
+        "edgecontroller",
+        "resource",
+        "insert",
+        "default/configmap/big",
+        Content::string("x".repeat(100 * 1024)),
+    );
+    cloud.send(&big);
     let pod = Message::build(
         "edgecontroller",
         "resource",
@@ -398,6 +429,21 @@ async fn session_handshake_keepalive_control_dispatch_and_replies() {
     );
     cloud.send_raw(WsMessage::Binary(pod.to_vec().into()));
     assert_eq!(recv(&mut node.meta).await, pod);
+    // The oversized one was skipped, not delivered; a smaller copy goes through.
+    big.content = Content::string("x");
+    cloud.send(&big);
+    assert_eq!(recv(&mut node.meta).await, big);
+    assert!(node.hub.is_connected());
+    let metrics = node.metrics();
+    assert!(metrics.contains("wedge_edgehub_connected 1\n"), "{metrics}");
+    assert!(
+        metrics.contains("wedge_edgehub_connects_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("wedge_edgehub_frames_malformed_total 4\n"),
+        "{metrics}"
+    );
 
     // A node request paired by parent_msg_id gets the cloud's reply through the bus.
     let bus = node.bus.clone();
@@ -516,5 +562,62 @@ async fn messages_sent_while_offline_arrive_in_order_after_reconnect() {
         assert_eq!(&cloud.next_message().await, m);
     }
     assert_eq!(cloud.next_message().await, live);
+    node.supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_every_heartbeat_and_a_full_outbox_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let mut cloud = Cloud::start(pki.server.clone()).await;
+    let mut node = Node::start_with(dir.path(), &pki, cloud.port, 2, |s| {
+        s.heartbeat = Duration::from_secs(1);
+    })
+    .await;
+    cloud.connected().await;
+    // One keepalive on connect, then one per heartbeat.
+    let started = Instant::now();
+    for _ in 0..3 {
+        let Seen::Text(text) = cloud.next().await else {
+            panic!("expected a keepalive")
+        };
+        assert!(text.contains("\"operation\":\"keepalive\""), "{text}");
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_millis(3000),
+        "{took:?}"
+    );
+
+    cloud.stop().await;
+    assert_eq!(
+        recv(&mut node.twin).await.content.as_string().as_deref(),
+        Some("cloud_connected")
+    );
+    assert_eq!(
+        recv(&mut node.twin).await.content.as_string().as_deref(),
+        Some("cloud_disconnected")
+    );
+    for i in 0..3 {
+        let m = Message::build(
+            "edged",
+            "resource",
+            "update",
+            &format!("a/b/{i}"),
+            Content::null(),
+        );
+        node.to_cloud(m).await;
+    }
+    let deadline = Instant::now() + WAIT;
+    while !node
+        .metrics()
+        .contains("wedge_edgehub_outbound_refused_total 1\n")
+    {
+        assert!(Instant::now() < deadline, "{}", node.metrics());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(node.outbox.len(), 2);
+    assert!(!node.hub.is_connected());
+    assert!(node.metrics().contains("wedge_edgehub_connected 0\n"));
     node.supervisor.shutdown().await;
 }

@@ -251,10 +251,11 @@ impl EdgeHub {
                 _ = confirm.tick() => {
                     // Everything written before the previous tick has survived a full interval
                     // of a live link: count it as delivered.
-                    if let Some(upto) = mark.take() {
+                    let confirmed = mark.take();
+                    if let Some(upto) = confirmed {
                         self.outbox.remove_upto(upto).await?;
                     }
-                    mark = written.filter(|w| Some(*w) != mark);
+                    mark = written.filter(|w| Some(*w) != confirmed);
                 }
                 _ = tokio::time::sleep(send_wait.unwrap_or_default()), if send_wait.is_some() => {
                     if bucket.try_take(Instant::now()).is_ok()
