@@ -9,15 +9,19 @@
 //! - [`new_key_and_csr`]: the key (PEM `EC PRIVATE KEY`) and CSR (DER) to send;
 //! - [`cert_status`] / [`rotation_due`]: whether the current certificate will do, and when to
 //!   rotate it;
-//! - [`write_files`]: replacing the files so a failure never leaves a half-written one.
+//! - [`write_files`]: replacing the files so a failure never leaves a half-written one;
+//! - [`fetch_ca`], [`fetch_cert`] and [`bootstrap`]: the HTTPS steps, and the whole sequence.
 
 mod cert;
+mod client;
 mod files;
+mod http;
 mod key;
 mod pem;
 mod token;
 
 pub use cert::{CertStatus, cert_status, read_cert_status, rotation_due, rotation_fraction};
+pub use client::{CertAuth, bootstrap, fetch_ca, fetch_cert};
 pub use files::{CertPaths, write_files};
 pub use key::new_key_and_csr;
 pub use pem::pem_encode;
@@ -64,4 +68,25 @@ pub enum BootstrapError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A request to the cloud's certificate server failed (connection, TLS, HTTP).
+    #[error("cannot fetch {url}: {reason}")]
+    Http {
+        /// The URL asked for.
+        url: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
+    /// The cloud answered with an error status (e.g. 401 for a token it does not accept).
+    #[error("{url} refused: HTTP {status}: {body}")]
+    Refused {
+        /// The URL asked for.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The response body (the cloud's reason).
+        body: String,
+    },
+    /// The certificate the cloud issued is not usable for this node.
+    #[error("the cloud issued an unusable certificate: {0}")]
+    BadCertificate(String),
 }
