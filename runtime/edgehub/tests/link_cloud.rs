@@ -38,6 +38,9 @@ struct Pki {
     client_key_file: PathBuf,
     client_der: CertificateDer<'static>,
     server: Arc<rustls::ServerConfig>,
+    ca_der: CertificateDer<'static>,
+    server_der: CertificateDer<'static>,
+    server_key_der: Vec<u8>,
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -68,28 +71,45 @@ fn pki(dir: &Path) -> Pki {
         .push(DnType::CommonName, format!("system:node:{NODE}"));
     let client_cert = client_params.signed_by(&client_key, &issuer).unwrap();
 
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca_cert.der().clone()).unwrap();
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .build()
-        .unwrap();
-    let server = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(
-            vec![server_cert.der().clone()],
-            PrivateKeyDer::try_from(server_key.serialize_der()).unwrap(),
-        )
-        .unwrap();
+    let server_der = server_cert.der().clone();
+    let server_key_der = server_key.serialize_der();
+    let ca_der = ca_cert.der().clone();
+    let server = server_config(&ca_der, &server_der, &server_key_der);
     Pki {
         ca_file: write(dir, "ca.crt", &ca_cert.pem()),
         client_cert_file: write(dir, "node.crt", &client_cert.pem()),
         client_key_file: write(dir, "node.key", &client_key.serialize_pem()),
         client_der: client_cert.der().clone(),
-        server: Arc::new(server),
+        server,
+        ca_der,
+        server_der,
+        server_key_der,
     }
+}
+
+/// A cloud TLS configuration presenting `cert`/`key` and requiring client certificates signed
+/// by `client_ca`.
+fn server_config(
+    client_ca: &CertificateDer<'static>,
+    cert: &CertificateDer<'static>,
+    key: &[u8],
+) -> Arc<rustls::ServerConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(client_ca.clone()).unwrap();
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![cert.clone()],
+            PrivateKeyDer::try_from(key.to_vec()).unwrap(),
+        )
+        .unwrap();
+    Arc::new(config)
 }
 
 /// The request path and headers (lower-case name, value) of a WebSocket handshake.
@@ -620,4 +640,108 @@ async fn keepalive_every_heartbeat_and_a_full_outbox_refuses() {
     assert!(!node.hub.is_connected());
     assert!(node.metrics().contains("wedge_edgehub_connected 0\n"));
     node.supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_not_signed_by_the_configured_ca_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = pki(&dir.path().join("ours").tap_create());
+    let theirs = pki(&dir.path().join("theirs").tap_create());
+    // The cloud presents a certificate from another CA but trusts our client certificate's
+    // CA, so only the node's verification of the server can refuse it.
+    let tls = server_config(&ours.ca_der, &theirs.server_der, &theirs.server_key_der);
+    let mut cloud = Cloud::start(tls).await;
+    let node = Node::start(dir.path(), &ours, cloud.port).await;
+    let deadline = Instant::now() + WAIT;
+    while !node
+        .metrics()
+        .lines()
+        .any(|l| l.starts_with("wedge_edgehub_dial_failures_total ") && !l.ends_with(" 0"))
+    {
+        assert!(Instant::now() < deadline, "{}", node.metrics());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!node.hub.is_connected());
+    assert!(
+        cloud.seen.try_recv().is_err(),
+        "no session may be established"
+    );
+    node.supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_left_by_a_previous_run_is_sent_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    // A previous run queued two messages and stopped before sending them.
+    let earlier: Vec<Message> = (0..2)
+        .map(|i| {
+            Message::build(
+                "edged",
+                "resource",
+                "update",
+                &format!("a/b/{i}"),
+                Content::null(),
+            )
+        })
+        .collect();
+    {
+        let store = Store::open(&dir.path().join("wedge.db"), StoreOptions::default()).unwrap();
+        store.migrate(COMPONENT, MIGRATIONS).await.unwrap();
+        let outbox = Outbox::open(store, 10).await.unwrap();
+        for m in &earlier {
+            outbox.push(m).await.unwrap();
+        }
+    }
+    let mut cloud = Cloud::start(pki.server.clone()).await;
+    let node = Node::start(dir.path(), &pki, cloud.port).await;
+    cloud.connected().await;
+    for m in &earlier {
+        assert_eq!(&cloud.next_message().await, m);
+    }
+    node.supervisor.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbound_messages_are_rate_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path());
+    let mut cloud = Cloud::start(pki.server.clone()).await;
+    let node = Node::start_with(dir.path(), &pki, cloud.port, 100, |s| {
+        s.message_qps = 4;
+        s.message_burst = 2;
+    })
+    .await;
+    cloud.connected().await;
+    let started = Instant::now();
+    for i in 0..6 {
+        let m = Message::build(
+            "edged",
+            "resource",
+            "update",
+            &format!("a/b/{i}"),
+            Content::null(),
+        );
+        node.to_cloud(m).await;
+    }
+    for _ in 0..6 {
+        cloud.next_message().await;
+    }
+    // A burst of 2, then 4 more at 4 per second: at least ~1 s.
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(950), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    node.supervisor.shutdown().await;
+}
+
+/// Creates a directory in place (test helper).
+trait TapCreate {
+    fn tap_create(self) -> Self;
+}
+
+impl TapCreate for PathBuf {
+    fn tap_create(self) -> PathBuf {
+        std::fs::create_dir_all(&self).unwrap();
+        self
+    }
 }
