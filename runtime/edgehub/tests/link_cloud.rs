@@ -505,6 +505,19 @@ async fn session_handshake_keepalive_control_dispatch_and_replies() {
     cloud.send(&twin);
     assert_eq!(recv(&mut node.twin).await, twin);
 
+    // A requested reconnect (certificate rotation) ends the session and dials again.
+    node.hub.reconnect();
+    let (_, reheaders, _) = cloud.connected().await;
+    assert_eq!(header(&reheaders, "node_id"), Some(NODE));
+    assert_eq!(
+        recv(&mut node.twin).await.content.as_string().as_deref(),
+        Some("cloud_disconnected")
+    );
+    assert_eq!(
+        recv(&mut node.twin).await.content.as_string().as_deref(),
+        Some("cloud_connected")
+    );
+
     // Delivered messages leave the outbox once the link has stayed up a second.
     let deadline = Instant::now() + WAIT;
     while !node.outbox.is_empty() {

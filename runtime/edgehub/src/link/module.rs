@@ -56,6 +56,7 @@ pub struct EdgeHub {
     settings: LinkSettings,
     outbox: Outbox,
     stats: Arc<Stats>,
+    reconnect: tokio::sync::Notify,
 }
 
 /// The connection broadcast sent to `group`: content `"cloud_connected"` or
@@ -86,7 +87,15 @@ impl EdgeHub {
             settings,
             outbox,
             stats: Arc::default(),
+            reconnect: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Ends the current session and dials again (after a certificate rotation, so the new
+    /// certificate is presented). Without a session, the next one is ended right after it
+    /// starts; call it only when a fresh session is wanted.
+    pub fn reconnect(&self) {
+        self.reconnect.notify_one();
     }
 
     /// True while a session with the cloud is up.
@@ -225,6 +234,10 @@ impl EdgeHub {
                 _ = cancel.cancelled() => {
                     Self::close(&mut sink).await;
                     return Ok(SessionEnd::Stop);
+                }
+                _ = self.reconnect.notified() => {
+                    Self::close(&mut sink).await;
+                    return Ok(SessionEnd::Broken("reconnect requested".to_owned()));
                 }
                 frame = stream.next() => {
                     let payload = match frame {
