@@ -29,6 +29,10 @@ pub enum SettingsError {
 }
 
 /// Everything the connection task needs, resolved from `edgecore.yaml`.
+///
+/// `websocket.readDeadline` is not used: edgecore sets no read deadline on the cloud link (the
+/// cloud sends nothing when idle, so one would cut healthy sessions). A dead peer is found by
+/// the keepalive write failing instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkSettings {
     /// CloudCore's WebSocket endpoint, `host:port`.
