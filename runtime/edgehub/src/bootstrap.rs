@@ -10,7 +10,8 @@
 //! - [`cert_status`] / [`rotation_due`]: whether the current certificate will do, and when to
 //!   rotate it;
 //! - [`write_files`]: replacing the files so a failure never leaves a half-written one;
-//! - [`fetch_ca`], [`fetch_cert`] and [`bootstrap`]: the HTTPS steps, and the whole sequence.
+//! - [`fetch_ca`], [`fetch_cert`] and [`bootstrap`]: the HTTPS steps, and the whole sequence;
+//! - [`rotate`]: a new certificate, authenticated by the current one.
 
 mod cert;
 mod client;
@@ -18,6 +19,7 @@ mod files;
 mod http;
 mod key;
 mod pem;
+mod rotate;
 mod token;
 
 pub use cert::{CertStatus, cert_status, read_cert_status, rotation_due, rotation_fraction};
@@ -25,6 +27,7 @@ pub use client::{CertAuth, bootstrap, fetch_ca, fetch_cert};
 pub use files::{CertPaths, write_files};
 pub use key::new_key_and_csr;
 pub use pem::pem_encode;
+pub use rotate::{rotate, rotation_retry_delay};
 pub use token::{Token, check_ca, parse_token, parse_token_at};
 
 use std::path::PathBuf;
@@ -64,6 +67,14 @@ pub enum BootstrapError {
     #[error("cannot write {path}: {source}")]
     Io {
         /// The file (or its temporary sibling).
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A current certificate, CA or key file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
         path: PathBuf,
         /// The OS error.
         source: std::io::Error,

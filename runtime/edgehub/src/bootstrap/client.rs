@@ -123,18 +123,7 @@ pub async fn bootstrap(
     let cert_pem = pem_encode("CERTIFICATE", &cert_der);
     match cert_status(cert_pem.as_bytes(), node, SystemTime::now()) {
         CertStatus::Valid { .. } => {}
-        CertStatus::WrongCn { found } => {
-            return Err(BootstrapError::BadCertificate(format!(
-                "issued for CN {found:?}, not \"system:node:{node}\""
-            )));
-        }
-        CertStatus::Expired { .. } => {
-            return Err(BootstrapError::BadCertificate("already expired".to_owned()));
-        }
-        CertStatus::Missing => {
-            return Err(BootstrapError::BadCertificate("empty response".to_owned()));
-        }
-        CertStatus::Unreadable(why) => return Err(BootstrapError::BadCertificate(why)),
+        other => return Err(unusable(other, node)),
     }
     write_files(
         &pem_encode("CERTIFICATE", &ca_der),
@@ -142,6 +131,19 @@ pub async fn bootstrap(
         &key_pem,
         paths,
     )
+}
+
+/// The error for an issued certificate that will not do.
+pub(super) fn unusable(status: CertStatus, node: &str) -> BootstrapError {
+    BootstrapError::BadCertificate(match status {
+        CertStatus::WrongCn { found } => {
+            format!("issued for CN {found:?}, not \"system:node:{node}\"")
+        }
+        CertStatus::Expired { .. } => "already expired".to_owned(),
+        CertStatus::Missing => "empty response".to_owned(),
+        CertStatus::Unreadable(why) => why,
+        CertStatus::Valid { .. } => "valid".to_owned(),
+    })
 }
 
 fn url(server: &str, path: &str) -> String {

@@ -29,6 +29,8 @@ struct Seen {
     path: String,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
+    /// The CN of the client certificate presented, if any.
+    client_cn: Option<String>,
 }
 
 impl Seen {
@@ -111,7 +113,7 @@ async fn start(options: Options) -> Cloud {
         ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
-            .with_no_client_auth()
+            .with_client_cert_verifier(client_verifier(&ca_der))
             .with_single_cert(
                 vec![CertificateDer::from(server_cert.der().to_vec())],
                 PrivateKeyDer::Pkcs8(server_key.serialize_der().into()),
@@ -131,18 +133,24 @@ async fn start(options: Options) -> Cloud {
                 let Ok(mut tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let Some(req) = read_request(&mut tls).await else {
+                let Some(mut req) = read_request(&mut tls).await else {
                     return;
                 };
+                req.client_cn = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .and_then(|cert| {
+                        let (_, cert) = X509Certificate::from_der(cert).ok()?;
+                        let cn = cert.subject().iter_common_name().next()?;
+                        Some(cn.as_str().ok()?.to_owned())
+                    });
                 let (issuer, ca_der, jwt, seen, options) = &*state;
                 seen.lock().unwrap().push(req.clone());
                 let (status, body) = match req.path.as_str() {
                     "/ca.crt" => (200, ca_der.clone()),
-                    "/edge.crt"
-                        if req.header("authorization") != Some(&format!("Bearer {jwt}")) =>
-                    {
-                        (401, b"invalid token\n".to_vec())
-                    }
+                    "/edge.crt" if !authorized(&req, jwt) => (401, b"invalid token\n".to_vec()),
                     "/edge.crt" => {
                         let mut csr =
                             CertificateSigningRequestParams::from_der(&req.body.clone().into())
@@ -172,6 +180,33 @@ async fn start(options: Options) -> Cloud {
         jwt,
         seen,
     }
+}
+
+/// Client certificates are optional (the bootstrap has none) but, when presented, must come
+/// from the CA.
+fn client_verifier(ca_der: &[u8]) -> Arc<dyn rustls::server::danger::ClientCertVerifier> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(ca_der.to_vec())).unwrap();
+    rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .allow_unauthenticated()
+    .build()
+    .unwrap()
+}
+
+/// The join token's JWT, or (rotation) a client certificate naming the node asked for.
+fn authorized(req: &Seen, jwt: &str) -> bool {
+    if let Some(auth) = req.header("authorization") {
+        return auth == format!("Bearer {jwt}");
+    }
+    req.client_cn.is_some()
+        && req.client_cn.as_deref()
+            == req
+                .header("nodename")
+                .map(|n| format!("system:node:{n}"))
+                .as_deref()
 }
 
 async fn read_request<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Option<Seen> {
@@ -206,6 +241,7 @@ async fn read_request<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Option<Seen
                     path: req.path.unwrap_or_default().to_owned(),
                     headers,
                     body: buf[start..start + len].to_vec(),
+                    client_cn: None,
                 });
             }
         }
@@ -413,5 +449,83 @@ async fn unreachable_server_is_named() {
     assert_eq!(
         err.to_string(),
         "cannot fetch https://no-port/ca.crt: server must be host:port"
+    );
+}
+
+#[tokio::test]
+async fn rotation_uses_the_current_certificate_and_replaces_cert_and_key() {
+    let cloud = start(Options::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    bootstrap(&cloud.server, &cloud.token(), "edge-1", &p)
+        .await
+        .unwrap();
+    let (old_ca, old_cert, old_key) = (
+        std::fs::read(&p.ca).unwrap(),
+        std::fs::read(&p.cert).unwrap(),
+        std::fs::read(&p.key).unwrap(),
+    );
+    super::super::rotate(&cloud.server, "edge-1", &p)
+        .await
+        .unwrap();
+
+    let seen = cloud.seen();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[2].path, "/edge.crt");
+    assert_eq!(seen[2].header("authorization"), None);
+    assert_eq!(seen[2].header("nodename"), Some("edge-1"));
+    assert_eq!(seen[2].client_cn.as_deref(), Some("system:node:edge-1"));
+    // The bootstrap presented no client certificate.
+    assert_eq!(seen[1].client_cn, None);
+    assert_eq!(std::fs::read(&p.ca).unwrap(), old_ca);
+    let new_cert = std::fs::read(&p.cert).unwrap();
+    assert_ne!(new_cert, old_cert);
+    assert_ne!(std::fs::read(&p.key).unwrap(), old_key);
+    assert!(matches!(
+        cert_status(&new_cert, "edge-1", SystemTime::now()),
+        CertStatus::Valid { .. }
+    ));
+    // The new key is the one the new certificate carries.
+    let (_, csr) = X509CertificationRequest::from_der(&seen[2].body).unwrap();
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&new_cert).unwrap();
+    assert_eq!(
+        pem.parse_x509().unwrap().public_key().raw,
+        csr.certification_request_info.subject_pki.raw
+    );
+}
+
+#[tokio::test]
+async fn refused_rotation_keeps_the_current_files() {
+    let cloud = start(Options::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = paths(dir.path());
+    bootstrap(&cloud.server, &cloud.token(), "edge-1", &p)
+        .await
+        .unwrap();
+    let read_all = || -> Vec<Vec<u8>> {
+        [&p.ca, &p.cert, &p.key]
+            .iter()
+            .map(|f| std::fs::read(f).unwrap())
+            .collect()
+    };
+    let before = read_all();
+    // edge-1's certificate does not entitle it to a certificate for edge-2.
+    let err = super::super::rotate(&cloud.server, "edge-2", &p)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{}/edge.crt refused: HTTP 401: invalid token", cloud.server)
+    );
+    assert_eq!(read_all(), before);
+    // A missing file is named.
+    std::fs::remove_file(&p.key).unwrap();
+    let err = super::super::rotate(&cloud.server, "edge-1", &p)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("cannot read {}: ", p.key.display())),
+        "{err}"
     );
 }
