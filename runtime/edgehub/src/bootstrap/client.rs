@@ -22,8 +22,8 @@ use super::{
 /// Longest a single request (connect, TLS, exchange) may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How the node proves itself to `/edge.crt`.
-#[derive(Debug, Clone, Copy)]
+/// How the node proves itself to `/edge.crt`. (No `Debug`: it holds credentials.)
+#[derive(Clone, Copy)]
 pub enum CertAuth<'a> {
     /// First bootstrap: the join token's JWT as bearer.
     Token(&'a str),

@@ -12,8 +12,8 @@ use sha2::{Digest, Sha256};
 
 use super::BootstrapError;
 
-/// A parsed join token.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A parsed join token. Its `Debug` form hides the bearer, so it cannot leak into logs.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Token {
     /// The expected SHA-256 of the CA certificate's DER, lowercase hex.
     pub ca_hash: String,
@@ -21,6 +21,16 @@ pub struct Token {
     pub bearer: String,
     /// The JWT's `exp`, when it has one.
     pub expires: Option<SystemTime>,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Token")
+            .field("ca_hash", &self.ca_hash)
+            .field("bearer", &"<redacted>")
+            .field("expires", &self.expires)
+            .finish()
+    }
 }
 
 /// Parses a join token and refuses it if it has expired (against the system clock).
@@ -148,6 +158,11 @@ mod tests {
             Some(UNIX_EPOCH + Duration::from_secs(NOW + 3600))
         );
         check_ca(&token, &ca).unwrap();
+        let debug = format!("{token:?}");
+        assert!(
+            debug.contains("<redacted>") && !debug.contains(&bearer),
+            "{debug}"
+        );
     }
 
     #[test]
