@@ -134,9 +134,28 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         sources.push(twin.clone());
         supervisor.spawn(twin)?;
     }
+    if modules.edge_hub.enable {
+        store
+            .migrate(
+                wedge_edgehub::outbox::COMPONENT,
+                wedge_edgehub::outbox::MIGRATIONS,
+            )
+            .await?;
+        let outbox = wedge_edgehub::outbox::Outbox::open(
+            store.clone(),
+            config.wedge.outbox.max_messages as usize,
+        )
+        .await
+        .context("cannot open the cloud outbox")?;
+        let settings = wedge_edgehub::link::LinkSettings::from_config(&modules.edge_hub, &node)
+            .context("modules.edgeHub")?;
+        // The hub writes the outbox's metrics too.
+        let hub = Arc::new(wedge_edgehub::link::EdgeHub::new(settings, outbox));
+        sources.push(hub.clone());
+        supervisor.spawn(hub)?;
+    }
     for (name, enabled) in [
         ("edged", modules.edged.enable),
-        ("edgeHub", modules.edge_hub.enable),
         ("serviceBus", modules.service_bus.enable),
         ("edgeStream", modules.edge_stream.enable),
         ("taskManager", modules.task_manager.enable),

@@ -300,6 +300,13 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
         "module instances",
     );
     v.in_range(
+        "wedge.outbox.maxMessages",
+        w.outbox.max_messages,
+        1,
+        10_000_000,
+        "queued cloud-bound messages",
+    );
+    v.in_range(
         "wedge.bus.queueCapacity",
         w.bus.queue_capacity,
         1,

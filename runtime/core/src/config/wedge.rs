@@ -31,6 +31,9 @@ pub struct WedgeSettings {
     /// Devices defined on the node itself (no cloud needed).
     #[serde(deserialize_with = "null_as_default")]
     pub devices: DevicesSettings,
+    /// The durable outbox of cloud-bound messages.
+    #[serde(deserialize_with = "null_as_default")]
+    pub outbox: OutboxSettings,
 }
 
 impl Default for WedgeSettings {
@@ -44,6 +47,7 @@ impl Default for WedgeSettings {
             supervision: SupervisionSettings::default(),
             modules: ModulesSettings::default(),
             devices: DevicesSettings::default(),
+            outbox: OutboxSettings::default(),
         }
     }
 }
@@ -76,6 +80,23 @@ pub struct DevicesSettings {
     /// loaded at start ("" = none): each device is added to devicetwin if it is not known yet
     /// and handed to the mapper of its protocol, as if the cloud had sent it.
     pub dir: String,
+}
+
+/// `wedge.outbox`: cloud-bound messages kept in SQLite until the cloud has them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct OutboxSettings {
+    /// Most messages queued while the cloud is unreachable; past it new ones are refused
+    /// (logged and counted), never silently dropped. 1..=10_000_000.
+    pub max_messages: u32,
+}
+
+impl Default for OutboxSettings {
+    fn default() -> Self {
+        Self {
+            max_messages: 100_000,
+        }
+    }
 }
 
 /// `wedge.logFormat`.
