@@ -426,7 +426,7 @@ fn bootstrap_endpoints_serve_the_ca_and_sign_csrs_for_valid_tokens_only() {
     );
 
     let expired = hub.ca().expired_token("node-a");
-    let bearer = format!("Bearer {}", expired.splitn(2, '.').nth(1).unwrap());
+    let bearer = format!("Bearer {}", expired.split_once('.').unwrap().1);
     let (status, body) = rt.block_on(https_get(
         hub.https_addr(),
         anon.clone(),
@@ -440,7 +440,7 @@ fn bootstrap_endpoints_serve_the_ca_and_sign_csrs_for_valid_tokens_only() {
     );
 
     let forged = CloudCa::new().unwrap().token("node-a", exp);
-    let bearer = format!("Bearer {}", forged.splitn(2, '.').nth(1).unwrap());
+    let bearer = format!("Bearer {}", forged.split_once('.').unwrap().1);
     let (status, body) = rt.block_on(https_get(
         hub.https_addr(),
         anon,

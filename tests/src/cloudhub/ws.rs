@@ -49,6 +49,8 @@ async fn session(
     let cn = super::tls::peer_cn(stream.get_ref().1.peer_certificates()).unwrap_or_default();
     let mut seen = None;
     let mut refused_for = None;
+    // tungstenite's callback type fixes the error type; its size is not ours to choose.
+    #[allow(clippy::result_large_err)]
     let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
         let node = header(req, "node_id").unwrap_or_default().to_owned();
         let project = header(req, "project_id").unwrap_or_default();
@@ -120,16 +122,17 @@ async fn session(
                     Some(Ok(_)) => continue,
                 };
                 let message = Message::from_slice(text.trim_end().as_bytes()).ok();
-                if let Some(m) = &message {
-                    if m.route.operation == "keepalive" {
-                        deadline = tokio::time::Instant::now() + options.keepalive_timeout;
-                    }
+                if let Some(m) = &message
+                    && m.route.operation == "keepalive"
+                {
+                    deadline = tokio::time::Instant::now() + options.keepalive_timeout;
                 }
                 shared.update(|r| {
-                    if let Some(m) = &message {
-                        if m.route.operation == "response" && !m.header.parent_id.is_empty() {
-                            r.acked.push(m.header.parent_id.clone());
-                        }
+                    if let Some(m) = &message
+                        && m.route.operation == "response"
+                        && !m.header.parent_id.is_empty()
+                    {
+                        r.acked.push(m.header.parent_id.clone());
                     }
                     r.received.push(RecordedMessage { message, raw: text, at: Instant::now() });
                 });
