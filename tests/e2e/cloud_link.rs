@@ -1,0 +1,139 @@
+//! `wedge run` joined to the cloud-hub simulator through the real link (WebSocket over mutual
+//! TLS): a cloud pod insert is stored and ACKed after its commit, and a mapper's twin update
+//! reaches the cloud as `edge_updated`.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use wedge_core::{Content, Message};
+use wedge_tests::cloudhub::{CloudHub, CloudHubOptions};
+use wedge_tests::mqtt::MqttClient;
+use wedge_tests::twin_fixtures::THERMOMETERS;
+use wedge_tests::{Daemon, free_port};
+
+const NODE: &str = "edge-1";
+const WAIT: Duration = Duration::from_secs(15);
+
+#[test]
+fn pod_inserts_are_acked_after_commit_and_twin_updates_reach_the_cloud() {
+    let hub = CloudHub::start(CloudHubOptions {
+        require_node_cn: true,
+        ..CloudHubOptions::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let client = hub
+        .ca()
+        .client_cert(&format!("system:node:{NODE}"))
+        .unwrap();
+    std::fs::write(certs.join("rootCA.crt"), hub.ca().ca_pem()).unwrap();
+    std::fs::write(certs.join("server.crt"), &client.cert_pem).unwrap();
+    std::fs::write(certs.join("server.key"), &client.key_pem).unwrap();
+    let devices = dir.path().join("devices");
+    std::fs::create_dir_all(&devices).unwrap();
+    std::fs::write(devices.join("devices.yaml"), THERMOMETERS).unwrap();
+    let mqtt_port = free_port();
+    let config = format!(
+        "apiVersion: edgecore.config.kubeedge.io/v1alpha2
+kind: EdgeCore
+modules:
+  edged:
+    hostnameOverride: {NODE}
+  eventBus:
+    mqttServerInternal: tcp://127.0.0.1:{mqtt_port}
+  edgeHub:
+    enable: true
+    heartbeat: 2
+    tlsCaFile: {certs}/rootCA.crt
+    tlsCertFile: {certs}/server.crt
+    tlsPrivateKeyFile: {certs}/server.key
+    websocket:
+      server: {ws}
+wedge:
+  devices:
+    dir: {devices}
+",
+        certs = certs.display(),
+        ws = hub.ws_addr(),
+        devices = devices.display(),
+    );
+    let config_path = dir.path().join("edgecore.yaml");
+    std::fs::write(&config_path, config).unwrap();
+    let data = dir.path().join("data");
+    let (mut node, admin) =
+        Daemon::run_local(&data, &["--config", config_path.to_str().unwrap()]).unwrap();
+    node.wait_healthy(admin, WAIT).unwrap();
+    let session = hub.wait_connected(WAIT).unwrap();
+    assert_eq!(session.node, NODE);
+    assert_eq!(session.cn, format!("system:node:{NODE}"));
+
+    // A cloud pod insert: stored, then ACKed with the pod's msg_id as parent.
+    let mut pod = Message::build(
+        "edgecontroller",
+        "resource",
+        "insert",
+        "default/pod/nginx",
+        Content::from_raw(
+            r#"{"metadata":{"name":"nginx","namespace":"default","uid":"u-1"},"spec":{"nodeName":"edge-1"}}"#,
+        )
+        .unwrap(),
+    );
+    pod.header.resource_version = "7".into();
+    hub.send_acked(pod.clone()).unwrap();
+    let ack = hub
+        .wait_for(
+            |m| {
+                m.message.as_ref().is_some_and(|m| {
+                    m.route.operation == "response" && m.header.parent_id == pod.header.id
+                })
+            },
+            WAIT,
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+    let ack = ack.message.unwrap();
+    assert_eq!(ack.content.as_string().as_deref(), Some("OK"));
+    let db =
+        Connection::open_with_flags(data.join("edgecore.db"), OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let stored: String = db
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'default/pod/nginx'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(stored.contains("\"uid\":\"u-1\""), "{stored}");
+
+    // A mapper's twin update goes to the cloud as edge_updated through the link.
+    let mapper = MqttClient::connect(mqtt_port, "cloud-link-mapper").unwrap();
+    mapper
+        .publish(
+            "$hw/events/device/default/thermo-1/twin/update",
+            r#"{"event_id":"e-1","timestamp":1,"twin":{"temperature":{"actual":{"value":"23"},"metadata":{"type":"int"}}}}"#,
+        )
+        .unwrap();
+    let edge_updated = hub
+        .wait_for(
+            |m| {
+                m.message.as_ref().is_some_and(|m| {
+                    m.route.resource == "device/default/thermo-1/twin/edge_updated"
+                })
+            },
+            WAIT,
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+    let edge_updated = edge_updated.message.unwrap();
+    assert_eq!(edge_updated.route.source, "twin");
+    assert_eq!(edge_updated.route.operation, "update");
+    assert!(
+        edge_updated
+            .content
+            .raw()
+            .contains(r#""actual":{"value":"23""#),
+        "{}",
+        edge_updated.content.raw()
+    );
+    node.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+}
