@@ -420,6 +420,11 @@ async fn unconfirmed_cloud_messages_are_resent_unchanged_until_confirmed_and_dro
     node.connection(false).await;
     assert!(node.probe().await.is_empty());
     assert_eq!(node.metric("wedge_devicetwin_cloud_pending"), 0.0);
+    // A resend may have left between the end of the window above and the disconnect; once
+    // the probe is answered the disconnect is handled, so anything later would be a bug.
+    while let Some(msg) = node.cloud.try_recv() {
+        assert_eq!(msg, edge_updated, "only resends from before the disconnect");
+    }
     nothing(&mut node.cloud, Duration::from_millis(5500)).await;
 
     // A new connection asks for the detail again, as a new message.
