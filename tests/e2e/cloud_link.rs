@@ -1,6 +1,6 @@
 //! `wedge run` joined to the cloud-hub simulator through the real link (WebSocket over mutual
-//! TLS): a cloud pod insert is stored and ACKed after its commit, and a mapper's twin update
-//! reaches the cloud as `edge_updated`.
+//! TLS): a cloud pod insert is stored and ACKed after its commit, a mapper's twin update
+//! reaches the cloud as `edge_updated`, and a join token bootstraps the node certificate.
 
 use std::time::Duration;
 
@@ -135,5 +135,98 @@ wedge:
         "{}",
         edge_updated.content.raw()
     );
+    node.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+}
+
+fn bootstrap_config(dir: &std::path::Path, hub: &CloudHub, token: &str) -> std::path::PathBuf {
+    let certs = dir.join("certs");
+    let config = format!(
+        "apiVersion: edgecore.config.kubeedge.io/v1alpha2
+kind: EdgeCore
+modules:
+  edged:
+    hostnameOverride: {NODE}
+  eventBus:
+    mqttServerInternal: tcp://127.0.0.1:{mqtt}
+  edgeHub:
+    enable: true
+    tlsCaFile: {certs}/rootCA.crt
+    tlsCertFile: {certs}/server.crt
+    tlsPrivateKeyFile: {certs}/server.key
+    httpServer: https://{https}
+    token: {token}
+    websocket:
+      server: {ws}
+",
+        mqtt = free_port(),
+        certs = certs.display(),
+        https = hub.https_addr(),
+        ws = hub.ws_addr(),
+    );
+    let path = dir.join("edgecore.yaml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+#[test]
+fn a_join_token_bootstraps_the_node_certificate_and_a_bad_one_changes_nothing() {
+    let hub = CloudHub::start(CloudHubOptions {
+        require_node_cn: true,
+        ..CloudHubOptions::default()
+    })
+    .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+
+    // A token whose hash names another CA: refused before anything is written.
+    let other = wedge_tests::cloudhub::CloudCa::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = bootstrap_config(dir.path(), &hub, &other.token(NODE, now + 3600));
+    let (mut node, _) = Daemon::run_local(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    )
+    .unwrap();
+    let status = node.wait_exit(WAIT).unwrap();
+    assert!(!status.success());
+    assert!(
+        node.log().contains("certificate bootstrap"),
+        "{}",
+        node.log()
+    );
+    assert!(!dir.path().join("certs/server.crt").exists());
+    assert!(!dir.path().join("certs/server.key").exists());
+
+    // An expired token: refused too.
+    let config = bootstrap_config(dir.path(), &hub, &hub.ca().expired_token(NODE));
+    let (mut node, _) = Daemon::run_local(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    )
+    .unwrap();
+    assert!(!node.wait_exit(WAIT).unwrap().success());
+    assert!(!dir.path().join("certs/server.crt").exists());
+
+    // The cloud's own token: CA checked, key and CSR made, certificate issued, files written
+    // (key 0600), and the node joins over mutual TLS with CN system:node:<node>.
+    let config = bootstrap_config(dir.path(), &hub, &hub.ca().token(NODE, now + 3600));
+    let (mut node, admin) = Daemon::run_local(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    )
+    .unwrap();
+    node.wait_healthy(admin, WAIT).unwrap();
+    let session = hub
+        .wait_connected(WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+    assert_eq!(session.cn, format!("system:node:{NODE}"));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.path().join("certs/server.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
     node.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
 }

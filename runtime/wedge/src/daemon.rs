@@ -147,6 +147,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         )
         .await
         .context("cannot open the cloud outbox")?;
+        ensure_node_certificate(&modules.edge_hub, &node).await?;
         let settings = wedge_edgehub::link::LinkSettings::from_config(&modules.edge_hub, &node)
             .context("modules.edgeHub")?;
         // The hub writes the outbox's metrics too.
@@ -247,6 +248,39 @@ async fn start_wasm_host(
     }
     crate::heap::release_free_memory();
     Ok(host)
+}
+
+/// Gets the node's certificate from the cloud with the join token when the configured one is
+/// missing, unreadable, expired or not issued to `system:node:<node>`. A failure stops the
+/// start with the reason (as edgecore does; a supervisor such as systemd retries), and never
+/// overwrites the existing files.
+async fn ensure_node_certificate(hub: &wedge_core::config::EdgeHub, node: &str) -> Result<()> {
+    use wedge_edgehub::bootstrap::{CertPaths, bootstrap, read_cert_status};
+    let paths = CertPaths {
+        ca: hub.tls_ca_file.clone().into(),
+        cert: hub.tls_cert_file.clone().into(),
+        key: hub.tls_private_key_file.clone().into(),
+    };
+    let status = read_cert_status(&paths.cert, node, std::time::SystemTime::now());
+    if !status.needs_bootstrap() {
+        return Ok(());
+    }
+    if hub.token.is_empty() {
+        anyhow::bail!(
+            "modules.edgeHub: the node certificate {} cannot be used ({status:?}) and no token is \
+             set to request one",
+            hub.tls_cert_file
+        );
+    }
+    tracing::info!(?status, server = %hub.http_server, "requesting a node certificate with the join token");
+    bootstrap(&hub.http_server, &hub.token, node, &paths)
+        .await
+        .context("certificate bootstrap (modules.edgeHub.token)")?;
+    tracing::info!(
+        cert = %hub.tls_cert_file,
+        "node certificate written; modules.edgeHub.token is no longer needed and can be removed"
+    );
+    Ok(())
 }
 
 /// Logs once when every module is running, with the time from process start.
