@@ -283,38 +283,13 @@ impl Turn<'_> {
                     self.outputs.to_cloud(ask).await;
                 }
             }
-            Request::Device { device, kind } => {
-                self.device_request(&device, kind, &payload, now).await
+            // The same requests reach devicetwin over MQTT (node and device topics) and from
+            // the cloud (resources); they share one handler each.
+            Request::Node {
+                kind: NodeTopic::MembershipUpdated,
+                ..
             }
-            Request::Node { node: _, kind } => match kind {
-                NodeTopic::MembershipGet => {
-                    self.twin.stats.count("membership");
-                    let effects =
-                        crate::membership::get(&self.twin.cache.read(), &node, &payload, now);
-                    self.emit(effects, None).await;
-                }
-                NodeTopic::MembershipDetailResult => {
-                    self.apply(
-                        "membership",
-                        crate::membership::detail_result,
-                        &node,
-                        &payload,
-                        now,
-                    )
-                    .await;
-                }
-                NodeTopic::MembershipUpdated => {
-                    self.apply(
-                        "membership",
-                        crate::membership::update,
-                        &node,
-                        &payload,
-                        now,
-                    )
-                    .await;
-                }
-            },
-            Request::MembershipUpdate => {
+            | Request::MembershipUpdate => {
                 self.apply(
                     "membership",
                     crate::membership::update,
@@ -324,7 +299,11 @@ impl Turn<'_> {
                 )
                 .await;
             }
-            Request::MembershipDetail => {
+            Request::Node {
+                kind: NodeTopic::MembershipDetailResult,
+                ..
+            }
+            | Request::MembershipDetail => {
                 self.apply(
                     "membership",
                     crate::membership::detail_result,
@@ -334,7 +313,19 @@ impl Turn<'_> {
                 )
                 .await;
             }
-            Request::CloudAttributes { device } => {
+            Request::Node {
+                kind: NodeTopic::MembershipGet,
+                ..
+            } => {
+                self.twin.stats.count("membership");
+                let effects = crate::membership::get(&self.twin.cache.read(), &node, &payload, now);
+                self.emit(effects, None).await;
+            }
+            Request::Device {
+                device,
+                kind: DeviceTopic::AttributesUpdated,
+            }
+            | Request::CloudAttributes { device } => {
                 self.apply(
                     "attributes",
                     crate::attributes::update,
@@ -344,7 +335,11 @@ impl Turn<'_> {
                 )
                 .await;
             }
-            Request::CloudSync { device } => {
+            Request::Device {
+                device,
+                kind: DeviceTopic::TwinCloudUpdated,
+            }
+            | Request::CloudSync { device } => {
                 self.apply(
                     "cloud_sync",
                     crate::cloud_sync::handle,
@@ -353,6 +348,35 @@ impl Turn<'_> {
                     now,
                 )
                 .await;
+            }
+            Request::Device {
+                device,
+                kind: DeviceTopic::TwinUpdate,
+            } => {
+                self.twin.stats.count("twin_update");
+                self.twin_update(&device, &payload, now).await;
+            }
+            Request::Device {
+                device,
+                kind: DeviceTopic::TwinGet,
+            } => {
+                self.twin.stats.count("twin_get");
+                let effects = crate::twin_get::get(&self.twin.cache.read(), &device, &payload, now);
+                self.emit(effects, None).await;
+            }
+            Request::Device {
+                device,
+                kind: DeviceTopic::StateUpdate,
+            } => {
+                self.apply("state_update", crate::state::update, &device, &payload, now)
+                    .await;
+            }
+            Request::Device {
+                kind: DeviceTopic::StateGet,
+                ..
+            } => {
+                // KubeEdge has no handler for it either.
+                self.twin.stats.count("ignored");
             }
             Request::Definition { kind, id, deleted } => {
                 self.twin.stats.count("definition");
@@ -366,48 +390,6 @@ impl Turn<'_> {
                     resource = %msg.route.resource,
                     "devicetwin ignores message: {why}"
                 );
-            }
-        }
-    }
-
-    async fn device_request(&mut self, device: &str, kind: DeviceTopic, payload: &[u8], now: i64) {
-        match kind {
-            DeviceTopic::TwinUpdate => {
-                self.twin.stats.count("twin_update");
-                self.twin_update(device, payload, now).await;
-            }
-            DeviceTopic::TwinGet => {
-                self.twin.stats.count("twin_get");
-                let effects = crate::twin_get::get(&self.twin.cache.read(), device, payload, now);
-                self.emit(effects, None).await;
-            }
-            DeviceTopic::StateUpdate => {
-                self.apply("state_update", crate::state::update, device, payload, now)
-                    .await;
-            }
-            DeviceTopic::AttributesUpdated => {
-                self.apply(
-                    "attributes",
-                    crate::attributes::update,
-                    device,
-                    payload,
-                    now,
-                )
-                .await;
-            }
-            DeviceTopic::TwinCloudUpdated => {
-                self.apply(
-                    "cloud_sync",
-                    crate::cloud_sync::handle,
-                    device,
-                    payload,
-                    now,
-                )
-                .await;
-            }
-            DeviceTopic::StateGet => {
-                // KubeEdge has no handler for it either.
-                self.twin.stats.count("ignored");
             }
         }
     }
