@@ -41,22 +41,11 @@ pub fn update(
         }
     };
     let added = message.added_devices.unwrap_or_default();
-    if let Err(error) = check(&added) {
-        tracing::warn!(%error, "membership update refused");
+    let what = "membership update";
+    let Some(mut effects) = join_all(devices, node, &added, DealType::Sync, what, now, fresh_id)
+    else {
         return Effects::default();
-    }
-    let mut effects = Effects::default();
-    for device in &added {
-        join(
-            devices,
-            node,
-            device,
-            DealType::Sync,
-            now,
-            fresh_id,
-            &mut effects,
-        );
-    }
+    };
     for device in message.removed_devices.iter().flatten() {
         leave(devices, node, device, now, fresh_id, &mut effects);
     }
@@ -81,22 +70,18 @@ pub fn detail_result(
         }
     };
     let listed = detail.devices.unwrap_or_default();
-    if let Err(error) = check(&listed) {
-        tracing::warn!(%error, "membership detail refused");
+    let what = "membership detail";
+    let Some(mut effects) = join_all(
+        devices,
+        node,
+        &listed,
+        DealType::Detail,
+        what,
+        now,
+        fresh_id,
+    ) else {
         return Effects::default();
-    }
-    let mut effects = Effects::default();
-    for device in &listed {
-        join(
-            devices,
-            node,
-            device,
-            DealType::Detail,
-            now,
-            fresh_id,
-            &mut effects,
-        );
-    }
+    };
     let keep: BTreeSet<&str> = listed.iter().map(|d| d.id.as_str()).collect();
     let gone: BTreeSet<String> = devices
         .keys()
@@ -111,6 +96,28 @@ pub fn detail_result(
         leave(devices, node, &device, now, fresh_id, &mut effects);
     }
     effects
+}
+
+/// Checks every device `listed` by a membership message, then has each join the node (or, if
+/// known, sync its twins with `deal`). `None` (logged) when the checks fail: nothing changed.
+fn join_all(
+    devices: &mut Devices,
+    node: &str,
+    listed: &[Device],
+    deal: DealType,
+    what: &str,
+    now: i64,
+    fresh_id: &mut dyn FnMut() -> String,
+) -> Option<Effects> {
+    if let Err(error) = check(listed) {
+        tracing::warn!(%error, "{what} refused");
+        return None;
+    }
+    let mut effects = Effects::default();
+    for device in listed {
+        join(devices, node, device, deal, now, fresh_id, &mut effects);
+    }
+    Some(effects)
 }
 
 /// Answers a membership get (`{"event_id": ...}`) on `…/membership/get/result` with every
