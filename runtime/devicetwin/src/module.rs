@@ -227,7 +227,7 @@ fn new_id() -> String {
 
 impl Turn<'_> {
     /// Queues `effects`: rows to the store now, the rest to the stage.
-    async fn emit(&self, effects: Effects, on_failure: Option<Effects>) {
+    async fn emit(&self, mut effects: Effects, on_failure: Option<Effects>) {
         if effects
             .publish
             .iter()
@@ -238,7 +238,8 @@ impl Turn<'_> {
         let write = if effects.rows.is_empty() {
             None
         } else {
-            let rows = effects.rows.clone();
+            // The rows go to the writer; the stage only sends the rest.
+            let rows = std::mem::take(&mut effects.rows);
             match self
                 .twin
                 .store
