@@ -4,6 +4,8 @@
 //! - [`bus`]: the in-process bus (KubeEdge's beehive) with bounded mailboxes and sync replies.
 //! - [`module`]: the module contract and the supervisor that restarts failed modules.
 //! - [`store`]: the node's SQLite database with a single group-committing writer.
+//! - [`outbox`]: the durable queue of cloud-bound messages, which a module can write in the
+//!   same transaction as the change its message reports.
 //! - [`config`]: the `edgecore.yaml` model, defaults and validation.
 //! - [`health`] and [`metrics`]: what `/healthz` and `/metrics` report.
 //!
@@ -17,6 +19,7 @@ pub mod health;
 pub mod message;
 pub mod metrics;
 pub mod module;
+pub mod outbox;
 pub mod resource;
 pub mod store;
 pub mod time;

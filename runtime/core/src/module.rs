@@ -95,6 +95,17 @@ impl ModuleContext {
         }
     }
 
+    /// The next message if one is already queued, without waiting; `None` when the mailbox is
+    /// empty or shutdown has begun. Lets a busy module take a batch after a [`recv`].
+    ///
+    /// [`recv`]: ModuleContext::recv
+    pub fn try_recv(&mut self) -> Option<Message> {
+        if self.cancel.is_cancelled() {
+            return None;
+        }
+        self.mailbox.try_recv()
+    }
+
     /// Answers pending health pings without waiting, for loops that are busy outside `recv`.
     pub fn alive(&mut self) {
         while self.pings.try_recv().is_ok() {}

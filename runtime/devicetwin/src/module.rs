@@ -28,6 +28,7 @@ use crate::settings::DeviceTwinSettings;
 use crate::stats::Stats;
 use crate::topics::{DeviceTopic, NodeTopic};
 use crate::{storage, twin_update};
+use wedge_core::outbox::Outbox;
 
 /// How often pending cloud messages are checked for re-sending.
 const RESEND_CHECK: Duration = Duration::from_secs(5);
@@ -81,6 +82,7 @@ pub struct DeviceTwin {
     outputs: Mutex<Option<Arc<Outputs>>>,
     definitions: Mutex<Catalog>,
     local_loaded: AtomicBool,
+    outbox: Option<Outbox>,
 }
 
 impl DeviceTwin {
@@ -99,7 +101,17 @@ impl DeviceTwin {
             outputs: Mutex::new(None),
             definitions: Mutex::new(Catalog::new()),
             local_loaded: AtomicBool::new(false),
+            outbox: None,
         }
+    }
+
+    /// Writes cloud-bound messages into the cloud link's durable `outbox`, in the same
+    /// transaction as the change each reports, instead of handing them to edgehub after the
+    /// commit: so they survive a crash right after that commit, and wait for the link instead
+    /// of being dropped while it is down (where edgecore drops them).
+    pub fn with_outbox(mut self, outbox: Outbox) -> DeviceTwin {
+        self.outbox = Some(outbox);
+        self
     }
 
     /// The device cache.
@@ -124,6 +136,7 @@ impl DeviceTwin {
                 hooks: self.hooks.clone(),
                 stats: self.stats.clone(),
                 connected: AtomicBool::new(false),
+                outbox: self.outbox.clone(),
                 pending: Mutex::new(Pending::new(self.settings.resend_after)),
             })
         })
@@ -235,17 +248,28 @@ impl Turn<'_> {
         {
             self.twin.stats.errors.fetch_add(1, Ordering::Relaxed);
         }
-        let write = if effects.rows.is_empty() {
+        let (outbox_rows, cloud) = match self.outputs.stage(&mut effects) {
+            Some(s) => (Some(s.rows), Some((s.messages, s.reservation))),
+            None => (None, None),
+        };
+        let write = if effects.rows.is_empty() && outbox_rows.is_none() {
             None
         } else {
-            // The rows go to the writer; the stage only sends the rest.
+            // The rows (and staged cloud messages) go to the writer; the stage only sends the
+            // rest.
             let rows = std::mem::take(&mut effects.rows);
-            match self
+            let queued = self
                 .twin
                 .store
-                .submit(move |conn| storage::apply(conn, &rows))
-                .await
-            {
+                .submit(move |conn| {
+                    storage::apply(conn, &rows)?;
+                    match &outbox_rows {
+                        Some(staged) => staged.insert(conn),
+                        None => Ok(()),
+                    }
+                })
+                .await;
+            match queued {
                 Ok(w) => Some(w),
                 Err(e) => {
                     tracing::error!("devicetwin write not queued: {e}");
@@ -258,6 +282,7 @@ impl Turn<'_> {
         };
         let job = Job {
             write,
+            cloud,
             effects,
             on_failure,
         };

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 use wedge_core::message::{group, module, operation};
+use wedge_core::outbox::{Outbox, Reservation, StagedRows};
 use wedge_core::store::PendingWrite;
 use wedge_core::{Bus, BusError, Content, Message, StoreError};
 
@@ -21,8 +22,12 @@ pub(crate) struct Outputs {
     pub(crate) bus: Bus,
     pub(crate) hooks: Arc<dyn TwinHooks>,
     pub(crate) stats: Arc<Stats>,
-    /// Whether the cloud link is up; cloud messages are dropped while it is not.
+    /// Whether the cloud link is up. Without an outbox, cloud messages are dropped while it is
+    /// not (as edgecore does); with one, they are stored and wait for the link.
     pub(crate) connected: AtomicBool,
+    /// The cloud link's durable outbox, when the node has a cloud link: cloud messages are
+    /// then written in the same transaction as the rows they report ([`Outputs::stage`]).
+    pub(crate) outbox: Option<Outbox>,
     /// Cloud messages waiting for their confirmation.
     pub(crate) pending: Mutex<Pending<Message>>,
 }
@@ -70,29 +75,61 @@ impl Outputs {
             self.stats.cloud_dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let content = match message.content {
-            CloudContent::Json(text) => match Content::from_raw(text) {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::error!(resource = %message.resource, "cloud content is not JSON: {e}");
-                    return;
-                }
-            },
-            CloudContent::Text(text) => Content::string(text),
+        let Some(msg) = cloud_message(message) else {
+            return;
         };
-        let msg = Message::build(
-            module::TWIN,
-            group::RESOURCE,
-            &message.operation,
-            &message.resource,
-            content,
-        );
-        {
-            let mut pending = self.pending();
-            pending.track(msg.header.id.clone(), msg.clone());
-            pending.traffic(Instant::now());
-        }
+        self.track(&msg);
         self.deliver(msg).await;
+    }
+
+    /// Takes a request's cloud messages out of `effects` and stages them for the outbox, so
+    /// the request's write stores them with its rows: a crash after that commit can no longer
+    /// lose them, and while the link is down they wait in the outbox instead of being dropped.
+    /// `None` without an outbox (they stay in `effects` for [`Outputs::to_cloud`]) or when there
+    /// is nothing to stage; a full outbox drops them (logged, counted).
+    pub(crate) fn stage(&self, effects: &mut Effects) -> Option<StagedCloud> {
+        let outbox = self.outbox.as_ref()?;
+        if effects.cloud.is_empty() {
+            return None;
+        }
+        let messages: Vec<Message> = std::mem::take(&mut effects.cloud)
+            .into_iter()
+            .filter_map(cloud_message)
+            .collect();
+        match outbox.stage(&messages) {
+            Ok((rows, reservation)) => Some(StagedCloud {
+                rows,
+                reservation,
+                messages,
+            }),
+            Err(e) => {
+                self.stats
+                    .cloud_dropped
+                    .fetch_add(messages.len() as u64, Ordering::Relaxed);
+                tracing::warn!("{} cloud message(s) not stored: {e}", messages.len());
+                None
+            }
+        }
+    }
+
+    /// Staged messages are committed: the link will send them from the outbox; while it is up
+    /// they are also kept pending until the cloud confirms them (spec §5.7).
+    fn staged_committed(&self, messages: Vec<Message>, reservation: Reservation) {
+        reservation.committed();
+        self.stats
+            .to_cloud
+            .fetch_add(messages.len() as u64, Ordering::Relaxed);
+        if self.connected.load(Ordering::Acquire) {
+            for msg in &messages {
+                self.track(msg);
+            }
+        }
+    }
+
+    fn track(&self, msg: &Message) {
+        let mut pending = self.pending();
+        pending.track(msg.header.id.clone(), msg.clone());
+        pending.traffic(Instant::now());
     }
 
     async fn deliver(&self, msg: Message) {
@@ -134,10 +171,44 @@ impl Outputs {
     }
 }
 
+/// A request's cloud messages, serialised into its write (see [`Outputs::stage`]).
+pub(crate) struct StagedCloud {
+    /// The outbox rows, inserted by the request's write.
+    pub(crate) rows: StagedRows,
+    /// Their places in the outbox, given back unless the write commits.
+    pub(crate) reservation: Reservation,
+    /// The messages, tracked as pending once committed.
+    pub(crate) messages: Vec<Message>,
+}
+
+/// The envelope of a cloud message (source `twin`, group `resource`); `None` (logged) when its
+/// JSON content does not parse, which would be a bug in a handler.
+fn cloud_message(message: CloudMessage) -> Option<Message> {
+    let content = match message.content {
+        CloudContent::Json(text) => match Content::from_raw(text) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(resource = %message.resource, "cloud content is not JSON: {e}");
+                return None;
+            }
+        },
+        CloudContent::Text(text) => Content::string(text),
+    };
+    Some(Message::build(
+        module::TWIN,
+        group::RESOURCE,
+        &message.operation,
+        &message.resource,
+        content,
+    ))
+}
+
 /// One request's outputs, waiting for its write.
 pub(crate) struct Job {
-    /// The write of its rows, if it has any.
+    /// The write of its rows (and staged cloud messages), if it has any.
     pub(crate) write: Option<PendingWrite<()>>,
+    /// Its cloud messages, when they are part of the write.
+    pub(crate) cloud: Option<(Vec<Message>, Reservation)>,
     /// What to send once the write has committed.
     pub(crate) effects: Effects,
     /// What to send instead if the write fails (e.g. a 500 result).
@@ -157,7 +228,12 @@ pub(crate) async fn run_stage(
             None => Ok(()),
         };
         match written {
-            Ok(()) => outputs.send(job.effects).await,
+            Ok(()) => {
+                if let Some((messages, reservation)) = job.cloud {
+                    outputs.staged_committed(messages, reservation);
+                }
+                outputs.send(job.effects).await
+            }
             Err(e) => {
                 tracing::error!("devicetwin write failed; request answered 500: {e}");
                 outputs.stats.write_failures.fetch_add(1, Ordering::Relaxed);

@@ -8,4 +8,10 @@
 
 pub mod bootstrap;
 pub mod link;
-pub mod outbox;
+
+/// The durable outbox the link sends from. It lives in `wedge-core` so that a module can stage
+/// a cloud-bound message in the same transaction as the change it reports; re-exported here
+/// because [`link::EdgeHub::new`] takes one.
+pub mod outbox {
+    pub use wedge_core::outbox::*;
+}

@@ -119,6 +119,25 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         sources.push(eventbus.clone());
         supervisor.spawn(eventbus)?;
     }
+    // The cloud outbox is opened before the modules that write into it: devicetwin stores its
+    // cloud messages there in the same transaction as the twin change they report.
+    let outbox = if modules.edge_hub.enable {
+        store
+            .migrate(
+                wedge_core::outbox::COMPONENT,
+                wedge_core::outbox::MIGRATIONS,
+            )
+            .await?;
+        let outbox = wedge_core::outbox::Outbox::open(
+            store.clone(),
+            config.wedge.outbox.max_messages as usize,
+        )
+        .await
+        .context("cannot open the cloud outbox")?;
+        Some(outbox)
+    } else {
+        None
+    };
     if modules.device_twin.enable {
         store
             .migrate(
@@ -130,23 +149,15 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         if !config.wedge.devices.dir.is_empty() {
             settings.devices_dir = Some(config.wedge.devices.dir.clone().into());
         }
-        let twin = Arc::new(DeviceTwin::new(store.clone(), settings, twin_hooks.clone()));
+        let mut twin = DeviceTwin::new(store.clone(), settings, twin_hooks.clone());
+        if let Some(outbox) = &outbox {
+            twin = twin.with_outbox(outbox.clone());
+        }
+        let twin = Arc::new(twin);
         sources.push(twin.clone());
         supervisor.spawn(twin)?;
     }
-    if modules.edge_hub.enable {
-        store
-            .migrate(
-                wedge_edgehub::outbox::COMPONENT,
-                wedge_edgehub::outbox::MIGRATIONS,
-            )
-            .await?;
-        let outbox = wedge_edgehub::outbox::Outbox::open(
-            store.clone(),
-            config.wedge.outbox.max_messages as usize,
-        )
-        .await
-        .context("cannot open the cloud outbox")?;
+    if let Some(outbox) = outbox {
         ensure_node_certificate(&modules.edge_hub, &node).await?;
         let settings = wedge_edgehub::link::LinkSettings::from_config(&modules.edge_hub, &node)
             .context("modules.edgeHub")?;

@@ -2,9 +2,13 @@
 //!
 //! Durability: every message the node sends to the cloud (keepalives and control acks aside)
 //! is committed to the [`Outbox`] before it is written, and sent *from* the outbox in seq
-//! order, so a reconnect resends the backlog first, with the same bytes and `msg_id`, and only
-//! then takes new traffic from the mailbox. Responses and ACKs from modules take the same path
-//! (one rule, and a lost ACK would make the cloud resend its message).
+//! order, so a reconnect resends the backlog first, with the same bytes and `msg_id`.
+//! Messages reach the outbox two ways: modules send them to this module's mailbox (taken in
+//! batches and committed together, online or not), or a module stages them in the transaction
+//! of the change they report ([`Outbox::stage`], devicetwin's `edge_updated`); either way the
+//! session only ever sends what it reads back from the outbox, woken by [`Outbox::changed`].
+//! Responses and ACKs from modules take the same path (one rule, and a lost ACK would make the
+//! cloud resend its message).
 //!
 //! Delivery is confirmed without help from the cloud, which acknowledges only some messages: a
 //! message written to the socket counts as delivered once the link has stayed up for
@@ -28,13 +32,16 @@ use super::frame::{control_ack, decode, is_control, keepalive};
 use super::inbound::{INBOUND_CAPACITY, InboundQueue, deliver};
 use super::ratelimit::TokenBucket;
 use super::settings::LinkSettings;
-use crate::outbox::{Outbox, OutboxError};
+use wedge_core::outbox::{Outbox, OutboxError};
 
 /// Groups told when the cloud link comes up or goes down (edgecore v1.23's list).
 const CONNECTION_GROUPS: [&str; 4] = [group::TWIN, group::META, group::BUS, group::TASKMANAGER];
 
-/// Outbox rows read per batch while flushing the backlog.
-const FLUSH_BATCH: usize = 64;
+/// Outbox rows read per batch.
+const FLUSH_BATCH: usize = 256;
+
+/// Mailbox messages committed to the outbox together (one shared commit).
+const INTAKE_BATCH: usize = 256;
 
 /// Counters shown on `/metrics`.
 #[derive(Debug, Default)]
@@ -103,23 +110,36 @@ impl EdgeHub {
         self.stats.connected.load(Ordering::Relaxed)
     }
 
-    /// Commits a cloud-bound message to the outbox; returns its seq, or `None` when it was
-    /// refused (outbox full: logged and counted). Store failures end the module (the
-    /// supervisor restarts it).
-    async fn store(&self, msg: &Message) -> Result<Option<u64>, ModuleError> {
-        match self.outbox.push(msg).await {
-            Ok(seq) => Ok(Some(seq)),
-            Err(OutboxError::Full { cap }) => {
-                self.stats.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    msg_id = %msg.header.id,
-                    resource = %msg.route.resource,
-                    "outbox full ({cap} messages); cloud-bound message refused"
-                );
-                Ok(None)
+    /// Commits `first` and whatever else is already waiting in the mailbox (up to
+    /// [`INTAKE_BATCH`]) to the outbox, pipelined so they share commits, and waits for those
+    /// commits. A message refused because the outbox is full is logged and counted. Store
+    /// failures end the module (the supervisor restarts it; nothing was acknowledged).
+    async fn take_in(&self, first: Message, ctx: &mut ModuleContext) -> Result<(), ModuleError> {
+        let mut pushes = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            match self.outbox.submit(&msg).await {
+                Ok(push) => pushes.push(push),
+                Err(OutboxError::Full { cap }) => {
+                    self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        msg_id = %msg.header.id,
+                        resource = %msg.route.resource,
+                        "outbox full ({cap} messages); cloud-bound message refused"
+                    );
+                }
+                Err(e) => return Err(Box::new(e)),
             }
-            Err(e) => Err(Box::new(e)),
+            next = if pushes.len() < INTAKE_BATCH {
+                ctx.try_recv()
+            } else {
+                None
+            };
         }
+        for push in pushes {
+            push.await.map_err(Box::new)?;
+        }
+        Ok(())
     }
 
     /// Waits `delay` while still taking messages into the outbox; false on shutdown.
@@ -134,7 +154,7 @@ impl EdgeHub {
             tokio::select! {
                 _ = &mut sleep => return Ok(true),
                 msg = ctx.recv() => match msg {
-                    Some(msg) => { self.store(&msg).await?; }
+                    Some(msg) => self.take_in(msg, ctx).await?,
                     None => return Ok(false),
                 },
             }
@@ -203,17 +223,18 @@ impl EdgeHub {
         confirm.tick().await;
         // Outbox rows read but not yet written, oldest first.
         let mut ready: std::collections::VecDeque<(u64, Message)> = Default::default();
-        // True until the backlog from before this session has been read out of the outbox.
-        let mut backlog = true;
+        // True while the outbox may hold committed rows beyond `loaded`: at the start (the
+        // backlog from before this session) and after every commit that added rows.
+        let mut unread = true;
         let mut loaded: Option<u64> = None;
         let mut written: Option<u64> = None;
         let mut mark: Option<u64> = None;
         let cancel = ctx.token().clone();
         loop {
             ctx.alive();
-            if backlog && ready.is_empty() {
+            if unread && ready.is_empty() {
                 match self.outbox.oldest(loaded, FLUSH_BATCH).await {
-                    Ok(batch) if batch.is_empty() => backlog = false,
+                    Ok(batch) if batch.is_empty() => unread = false,
                     Ok(batch) => {
                         loaded = batch.last().map(|(seq, _)| *seq);
                         ready.extend(batch);
@@ -227,8 +248,10 @@ impl EdgeHub {
                 }
                 continue;
             }
-            let send_wait = (!ready.is_empty()).then(|| bucket.ready_in(Instant::now()));
-            let take_live = !backlog && ready.is_empty();
+            // A token now sends at once; otherwise wait for the bucket (rate limit).
+            let now = Instant::now();
+            let send_wait = (!ready.is_empty()).then(|| bucket.ready_in(now));
+            let send_now = send_wait == Some(std::time::Duration::ZERO);
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
@@ -270,23 +293,19 @@ impl EdgeHub {
                     }
                     mark = written.filter(|w| Some(*w) != confirmed);
                 }
-                _ = tokio::time::sleep(send_wait.unwrap_or_default()), if send_wait.is_some() => {
-                    if bucket.try_take(Instant::now()).is_ok()
-                        && let Some((seq, msg)) = ready.pop_front()
-                    {
-                        if let Err(e) = write(&mut sink, &msg, deadline).await {
-                            return Ok(SessionEnd::Broken(e));
-                        }
-                        self.stats.sent.fetch_add(1, Ordering::Relaxed);
-                        written = Some(seq);
+                () = std::future::ready(()), if send_now => {
+                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket).await {
+                        return Ok(end);
                     }
                 }
-                msg = ctx.recv(), if take_live => match msg {
-                    Some(msg) => {
-                        if let Some(seq) = self.store(&msg).await? {
-                            ready.push_back((seq, msg));
-                        }
+                _ = tokio::time::sleep(send_wait.unwrap_or_default()), if send_wait.is_some() && !send_now => {
+                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket).await {
+                        return Ok(end);
                     }
+                }
+                _ = self.outbox.changed() => unread = true,
+                msg = ctx.recv() => match msg {
+                    Some(msg) => self.take_in(msg, ctx).await?,
                     None => {
                         Self::close(&mut sink).await;
                         return Ok(SessionEnd::Stop);
@@ -294,6 +313,27 @@ impl EdgeHub {
                 },
             }
         }
+    }
+
+    /// Writes the oldest ready message if the rate limit has a token for it; `Some` when the
+    /// write broke the link.
+    async fn send_front(
+        &self,
+        sink: &mut WsSink,
+        ready: &mut std::collections::VecDeque<(u64, Message)>,
+        written: &mut Option<u64>,
+        bucket: &mut TokenBucket,
+    ) -> Option<SessionEnd> {
+        if bucket.try_take(Instant::now()).is_err() {
+            return None;
+        }
+        let (seq, msg) = ready.pop_front()?;
+        if let Err(e) = write(sink, &msg, self.settings.write_timeout).await {
+            return Some(SessionEnd::Broken(e));
+        }
+        self.stats.sent.fetch_add(1, Ordering::Relaxed);
+        *written = Some(seq);
+        None
     }
 
     async fn close(sink: &mut WsSink) {
@@ -333,7 +373,7 @@ impl Module for EdgeHub {
                     tokio::select! {
                         result = &mut dialing => break result,
                         msg = ctx.recv() => match msg {
-                            Some(msg) => { self.store(&msg).await?; }
+                            Some(msg) => self.take_in(msg, &mut ctx).await?,
                             None => return Ok(()),
                         },
                     }

@@ -7,6 +7,12 @@
 //!
 //! The queue is bounded: beyond `cap` rows a push is refused ([`OutboxError::Full`]) rather than
 //! letting a long outage fill the disk; the refusal is counted on `/metrics`.
+//!
+//! It lives in `wedge-core`, not in edgehub, because a module whose cloud message follows from
+//! a change it stores must write both in **one transaction** ([`Outbox::stage`]): then a crash
+//! between its commit and the hand-over to the link can no longer lose the message (a
+//! transactional outbox). Edgehub reads whatever is committed here, woken by
+//! [`Outbox::changed`].
 
 mod table;
 #[cfg(test)]
@@ -20,9 +26,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use wedge_core::metrics::{MetricsSource, PromWriter};
-use wedge_core::store::PendingWrite;
-use wedge_core::{Message, Store, StoreError};
+use crate::metrics::{MetricsSource, PromWriter};
+use crate::store::PendingWrite;
+use crate::{Message, Store, StoreError};
 
 /// The component name the outbox's migrations are recorded under.
 pub const COMPONENT: &str = "edgehub";
@@ -60,18 +66,20 @@ struct Shared {
     refused: AtomicU64,
     pushed: AtomicU64,
     removed: AtomicU64,
+    /// Raised after every commit that added rows; the link waits on it.
+    added: tokio::sync::Notify,
 }
 
 impl Shared {
-    /// Takes one place under the cap.
-    fn reserve(&self) -> Result<(), OutboxError> {
+    /// Takes `n` places under the cap, all or none.
+    fn reserve(&self, n: usize) -> Result<(), OutboxError> {
         self.queued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.cap).then_some(n + 1)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q.saturating_add(n) <= self.cap).then_some(q + n)
             })
             .map(|_| ())
             .map_err(|_| {
-                self.refused.fetch_add(1, Ordering::Relaxed);
+                self.refused.fetch_add(n as u64, Ordering::Relaxed);
                 OutboxError::Full { cap: self.cap }
             })
     }
@@ -89,11 +97,81 @@ impl Shared {
     /// Books the outcome of a push once its commit is known.
     fn settle(&self, outcome: &Result<u64, StoreError>) {
         match outcome {
-            Ok(_) => {
-                self.pushed.fetch_add(1, Ordering::Relaxed);
-            }
+            Ok(_) => self.committed(1),
             Err(_) => self.release(1),
         }
+    }
+
+    /// Books `n` committed rows and wakes the link.
+    fn committed(&self, n: usize) {
+        self.pushed.fetch_add(n as u64, Ordering::Relaxed);
+        self.added.notify_one();
+    }
+}
+
+/// Messages serialised for the outbox, to be inserted by another component's write
+/// ([`StagedRows::insert`]) so they commit, or roll back, with that component's own rows.
+#[derive(Debug)]
+pub struct StagedRows {
+    rows: Vec<StagedRow>,
+    queued_ms: i64,
+}
+
+#[derive(Debug)]
+struct StagedRow {
+    msg_id: String,
+    resource: String,
+    body: String,
+}
+
+impl StagedRows {
+    /// Inserts the rows on `conn`, inside the caller's transaction (on the store's writer).
+    pub fn insert(&self, conn: &rusqlite::Connection) -> Result<(), StoreError> {
+        for row in &self.rows {
+            table::insert(conn, &row.msg_id, &row.resource, &row.body, self.queued_ms)?;
+        }
+        Ok(())
+    }
+
+    /// How many messages are staged.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether nothing is staged.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// Places under the cap held for staged rows until their write's outcome is known: call
+/// [`Reservation::committed`] after the commit; dropped without it (the write failed or was
+/// never made), the places are given back.
+#[must_use = "a reservation must be marked committed once its write has committed"]
+pub struct Reservation {
+    shared: Arc<Shared>,
+    n: usize,
+}
+
+impl Reservation {
+    /// The staged rows are committed: counts them and wakes the link to send them.
+    pub fn committed(mut self) {
+        let n = std::mem::take(&mut self.n);
+        self.shared.committed(n);
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.n > 0 {
+            self.shared.release(self.n);
+        }
+    }
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation").field("n", &self.n).finish()
     }
 }
 
@@ -145,6 +223,18 @@ impl Drop for PendingPush {
     }
 }
 
+impl StagedRow {
+    /// The row of `msg`: its cloud JSON, so every send carries the same bytes and `msg_id`.
+    fn of(msg: &Message) -> StagedRow {
+        StagedRow {
+            msg_id: msg.header.id.clone(),
+            resource: msg.route.resource.clone(),
+            body: String::from_utf8(msg.to_cloud_vec())
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        }
+    }
+}
+
 /// A seq as SQLite returns it (always positive for an AUTOINCREMENT key).
 fn seq_from_sql(seq: i64) -> Result<u64, StoreError> {
     u64::try_from(seq).map_err(|_| StoreError::Commit(format!("negative outbox seq {seq}")))
@@ -169,6 +259,7 @@ impl Outbox {
                 refused: AtomicU64::new(0),
                 pushed: AtomicU64::new(0),
                 removed: AtomicU64::new(0),
+                added: tokio::sync::Notify::new(),
             }),
         })
     }
@@ -184,15 +275,12 @@ impl Outbox {
     /// commit. Rows get their seqs in the order they are submitted.
     pub async fn submit(&self, msg: &Message) -> Result<PendingPush, OutboxError> {
         let shared = &self.shared;
-        shared.reserve()?;
-        let body = String::from_utf8(msg.to_cloud_vec())
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        let msg_id = msg.header.id.clone();
-        let resource = msg.route.resource.clone();
-        let now = wedge_core::time::now_ms();
+        shared.reserve(1)?;
+        let row = StagedRow::of(msg);
+        let now = crate::time::now_ms();
         let queued = shared
             .store
-            .submit(move |conn| table::insert(conn, &msg_id, &resource, &body, now))
+            .submit(move |conn| table::insert(conn, &row.msg_id, &row.resource, &row.body, now))
             .await;
         match queued {
             Ok(write) => Ok(PendingPush {
@@ -204,6 +292,31 @@ impl Outbox {
                 Err(e.into())
             }
         }
+    }
+
+    /// Serialises `msgs` for the caller's own write and reserves their places: the caller
+    /// inserts the [`StagedRows`] in the transaction that stores the change the messages
+    /// report, and marks the [`Reservation`] committed after that commit. Refused whole with
+    /// [`OutboxError::Full`] when they do not all fit under the cap.
+    pub fn stage(&self, msgs: &[Message]) -> Result<(StagedRows, Reservation), OutboxError> {
+        let shared = &self.shared;
+        let n = msgs.len();
+        shared.reserve(n)?;
+        let rows = StagedRows {
+            rows: msgs.iter().map(StagedRow::of).collect(),
+            queued_ms: crate::time::now_ms(),
+        };
+        let reservation = Reservation {
+            shared: shared.clone(),
+            n,
+        };
+        Ok((rows, reservation))
+    }
+
+    /// Resolves once rows have been committed since the last call returned (a permit is kept,
+    /// so a commit between two calls is never missed). Meant for the one reader, the link.
+    pub async fn changed(&self) {
+        self.shared.added.notified().await;
     }
 
     /// Up to `limit` queued messages with seq > `after` (all when `None`), oldest first, as

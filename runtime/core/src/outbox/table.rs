@@ -1,9 +1,9 @@
 //! The `outbox` table: cloud-bound messages, in the order they were queued, until the cloud has
 //! them. Only SQL lives here; counting and the cap are the [`super::Outbox`]'s job.
 
+use crate::StoreError;
 use rusqlite::Connection;
 use rusqlite::types::ValueRef;
-use wedge_core::StoreError;
 
 /// Migrations of the outbox's schema, in order.
 pub const MIGRATIONS: &[&str] = &[

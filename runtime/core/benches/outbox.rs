@@ -6,16 +6,16 @@
 //! the per-message cost once group commit shares each fsync). Removal in acknowledged order is
 //! timed too, since every stored message is also deleted once.
 //!
-//! Run: `cargo bench -p wedge-edgehub --bench outbox [-- MESSAGES [synchronous]]`
+//! Run: `cargo bench -p wedge-core --bench outbox [-- MESSAGES [synchronous]]`
 //! (defaults: 50000 messages, `full`; pass `normal` to compare). `WEDGE_BENCH_DIR` picks the
 //! directory of the database (default: the current one), so the disk under test is explicit.
 
 use std::time::{Duration, Instant};
 
 use wedge_core::config::Synchronous;
+use wedge_core::outbox::{COMPONENT, MIGRATIONS, Outbox};
 use wedge_core::store::StoreOptions;
 use wedge_core::{Content, Message, Store};
-use wedge_edgehub::outbox::{COMPONENT, MIGRATIONS, Outbox};
 
 /// A twin update as devicetwin sends it to the cloud: a typical small message.
 fn twin_update(i: u64) -> Message {

@@ -1,8 +1,8 @@
 use std::path::Path;
 
-use wedge_core::metrics::{MetricsSource, PromWriter};
-use wedge_core::store::StoreOptions;
-use wedge_core::{Content, Message, Store};
+use crate::metrics::{MetricsSource, PromWriter};
+use crate::store::StoreOptions;
+use crate::{Content, Message, Store};
 
 use super::{COMPONENT, MIGRATIONS, Outbox, OutboxError};
 
