@@ -305,8 +305,13 @@ impl Turn<'_> {
                 tracing::info!(connected, "cloud connection state");
                 self.outputs.set_connected(connected);
                 if connected {
+                    // Through the ordered stage like any output (and, with an outbox, stored).
                     let ask = crate::membership::detail_request(&node, now, &mut new_id);
-                    self.outputs.to_cloud(ask).await;
+                    let effects = Effects {
+                        cloud: vec![ask],
+                        ..Effects::default()
+                    };
+                    self.emit(effects, None).await;
                 }
             }
             // The same requests reach devicetwin over MQTT (node and device topics) and from

@@ -377,6 +377,59 @@ async fn mapper_update_publishes_result_document_delta_and_edge_updated_only_whi
 }
 
 #[tokio::test]
+async fn with_an_outbox_cloud_messages_are_stored_with_their_twin_change_even_while_disconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::start_with_outbox(dir.path(), settings(), SEED_THERMO).await;
+
+    // Offline: edgecore would drop the edge_updated; here it is stored with the twin row.
+    node.mqtt(UPDATE, S1).await;
+    let out = node.publishes(3).await;
+    assert_eq!(out[0].topic, RESULT);
+    let rows = node.outbox_rows();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].0, EDGE_UPDATED);
+    let stored = Message::from_slice(rows[0].1.as_bytes()).unwrap();
+    assert_cloud_route(&stored, "update", EDGE_UPDATED);
+    assert!(
+        stored.content.raw().contains(r#""actual":{"value":"22","#),
+        "{}",
+        stored.content.raw()
+    );
+    assert!(
+        stored
+            .content
+            .raw()
+            .contains(r#""actual_version":{"cloud":0,"edge":4}"#)
+    );
+    assert_eq!(
+        node.twin_row(THERMO, "temperature").unwrap().actual,
+        "22",
+        "the row and its cloud message are in the same commit"
+    );
+    assert_eq!(node.metric("wedge_devicetwin_cloud_dropped_total"), 0.0);
+    assert_eq!(node.metric("wedge_devicetwin_cloud_pending"), 0.0);
+
+    // Online: the membership detail request and the next edge_updated go to the outbox too
+    // (the link sends from there), in order, and are pending until the cloud confirms them.
+    node.connection(true).await;
+    node.mqtt(
+        UPDATE,
+        r#"{"event_id":"evt-2","timestamp":1700000000200,"twin":{"temperature":{"actual":{"value":"23"}}}}"#,
+    )
+    .await;
+    node.publishes(3).await;
+    assert!(node.probe().await.is_empty());
+    let resources: Vec<String> = node.outbox_rows().into_iter().map(|(r, _)| r).collect();
+    assert_eq!(resources, [EDGE_UPDATED, "membership/detail", EDGE_UPDATED]);
+    assert!(
+        node.cloud.try_recv().is_none(),
+        "nothing bypasses the outbox"
+    );
+    assert_eq!(node.metric("wedge_devicetwin_cloud_pending"), 2.0);
+    node.stop().await;
+}
+
+#[tokio::test]
 async fn unconfirmed_cloud_messages_are_resent_unchanged_until_confirmed_and_dropped_on_disconnect()
 {
     let dir = tempfile::tempdir().unwrap();

@@ -372,3 +372,86 @@ async fn status_id(outbox: &Outbox, seq: u64) -> String {
         .unwrap();
     Message::from_slice(body.as_bytes()).unwrap().header.id
 }
+
+/// A component's own table, written in the same transaction as its staged messages.
+async fn with_changes_table(store: &Store) {
+    store
+        .write(|conn| {
+            conn.execute_batch("CREATE TABLE changes (n INTEGER)")?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn staged_rows_commit_with_the_callers_change_and_wake_the_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    with_changes_table(&store).await;
+    let outbox = Outbox::open(store.clone(), 10).await.unwrap();
+    let msgs: Vec<Message> = (0..3).map(status).collect();
+    let (rows, reservation) = outbox.stage(&msgs).unwrap();
+    assert_eq!(rows.len(), 3);
+    // Places are held while the write is in flight.
+    assert_eq!(outbox.len(), 3);
+    store
+        .write(move |conn| {
+            conn.execute("INSERT INTO changes (n) VALUES (1)", [])?;
+            rows.insert(conn)
+        })
+        .await
+        .unwrap();
+    reservation.committed();
+    // The reader is woken once for the commit, and reads the messages in order, as staged.
+    tokio::time::timeout(std::time::Duration::from_secs(1), outbox.changed())
+        .await
+        .expect("a commit wakes the reader");
+    let stored = outbox.oldest(None, 10).await.unwrap();
+    assert_eq!(
+        ids(&stored),
+        msgs.iter().map(|m| m.header.id.clone()).collect::<Vec<_>>()
+    );
+    assert_eq!(outbox.len(), 3);
+    assert!(metrics(&outbox).contains("wedge_edgehub_outbox_pushed_total 3\n"));
+}
+
+#[tokio::test]
+async fn a_failed_write_rolls_back_its_staged_rows_and_gives_their_places_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    with_changes_table(&store).await;
+    let outbox = Outbox::open(store.clone(), 10).await.unwrap();
+    let (rows, reservation) = outbox.stage(&[status(0), status(1)]).unwrap();
+    let failed = store
+        .write(move |conn| {
+            rows.insert(conn)?;
+            conn.execute("INSERT INTO no_such_table (n) VALUES (1)", [])?;
+            Ok(())
+        })
+        .await;
+    assert!(failed.is_err());
+    drop(reservation);
+    assert!(outbox.oldest(None, 10).await.unwrap().is_empty());
+    assert_eq!(outbox.len(), 0);
+    assert!(metrics(&outbox).contains("wedge_edgehub_outbox_pushed_total 0\n"));
+}
+
+#[tokio::test]
+async fn staging_more_than_fits_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = Outbox::open(store(dir.path()).await, 3).await.unwrap();
+    outbox.push(&status(0)).await.unwrap();
+    let refused = outbox.stage(&[status(1), status(2), status(3)]);
+    assert!(
+        matches!(refused, Err(OutboxError::Full { cap: 3 })),
+        "{refused:?}"
+    );
+    assert_eq!(outbox.len(), 1);
+    assert!(metrics(&outbox).contains("wedge_edgehub_outbox_refused_total 3\n"));
+    // What fits is taken.
+    let (rows, reservation) = outbox.stage(&[status(1), status(2)]).unwrap();
+    assert_eq!((rows.len(), outbox.len()), (2, 3));
+    drop(reservation);
+    assert_eq!(outbox.len(), 1);
+}

@@ -13,6 +13,7 @@ use wedge_core::bus::Mailbox;
 use wedge_core::health::{Health, ModuleState};
 use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_core::module::{SupervisionSettings, Supervisor};
+use wedge_core::outbox;
 use wedge_core::store::StoreOptions;
 use wedge_core::{Bus, Content, Message, Store};
 use wedge_devicetwin::definition::DeviceDefinition;
@@ -182,6 +183,21 @@ impl Node {
     /// Opens (creating if needed) the store in `dir`, migrates it, runs `seed` SQL on it, then
     /// starts the module and waits until it reports running.
     pub async fn start(dir: &Path, settings: DeviceTwinSettings, seed: &str) -> Node {
+        Node::start_with(dir, settings, seed, false).await
+    }
+
+    /// Like [`Node::start`], with the cloud link's durable outbox: cloud messages are stored in
+    /// it (see [`Node::outbox_rows`]) instead of arriving on [`Node::cloud`].
+    pub async fn start_with_outbox(dir: &Path, settings: DeviceTwinSettings, seed: &str) -> Node {
+        Node::start_with(dir, settings, seed, true).await
+    }
+
+    async fn start_with(
+        dir: &Path,
+        settings: DeviceTwinSettings,
+        seed: &str,
+        with_outbox: bool,
+    ) -> Node {
         let db = db_path(dir);
         let store = Store::open(&db, StoreOptions::default()).unwrap();
         store
@@ -202,7 +218,15 @@ impl Node {
         let mut supervisor =
             Supervisor::new(bus.clone(), health.clone(), SupervisionSettings::default());
         let hooks = RecordingHooks::new(db.clone());
-        let twin = Arc::new(DeviceTwin::new(store.clone(), settings, hooks.clone()));
+        let mut twin = DeviceTwin::new(store.clone(), settings, hooks.clone());
+        if with_outbox {
+            store
+                .migrate(outbox::COMPONENT, outbox::MIGRATIONS)
+                .await
+                .unwrap();
+            twin = twin.with_outbox(outbox::Outbox::open(store.clone(), 1000).await.unwrap());
+        }
+        let twin = Arc::new(twin);
         supervisor.spawn(twin.clone()).unwrap();
         let deadline = Instant::now() + WAIT;
         while health.state("twin") != Some(ModuleState::Running) {
@@ -233,6 +257,18 @@ impl Node {
     /// An independent connection to the database, as another process would open.
     pub fn db(&self) -> Connection {
         Connection::open(&self.db).unwrap()
+    }
+
+    /// `(resource, body)` of every outbox row, in seq order.
+    pub fn outbox_rows(&self) -> Vec<(String, String)> {
+        let db = self.db();
+        let mut stmt = db
+            .prepare("SELECT resource, body FROM outbox ORDER BY seq")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
     }
 
     /// Number of rows of `table` belonging to `device` (`id` for `device`, else `deviceid`).
