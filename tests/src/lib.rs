@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cloud_node;
 pub mod cloudhub;
 pub mod guests;
 pub mod modbus_server;

@@ -6,8 +6,8 @@
 //! connection task and the module are tested end to end against an in-test TLS server.
 //!
 //! Where Wedge departs from edgecore, on purpose:
-//! - Redial: 100 ms doubling to 5 s, ±20 % jitter ([`BackoffSettings`]), instead of five dials
-//!   5 s apart then 30 s of sleep.
+//! - Redial: 100 ms doubling to 800 ms, ±20 % jitter ([`BackoffSettings`]), instead of five
+//!   dials 5 s apart then 30 s of sleep: back within a second of the cloud's return.
 //! - Outbound traffic is durable: committed to the outbox before it is written, resent after a
 //!   reconnect or restart in order with the same `msg_id` (at least once; see [`EdgeHub`]).
 //! - Inbound frames over [`LinkSettings::max_frame`] (4 MiB) are skipped like malformed ones.

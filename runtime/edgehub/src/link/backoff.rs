@@ -1,8 +1,12 @@
 //! Redial delays: exponential with jitter.
 //!
 //! KubeEdge dials 5 times 5 s apart and then sleeps 2×heartbeat (30 s); a node can thus stay
-//! offline half a minute after CloudCore is back. Wedge redials sooner: 100 ms doubling to a
-//! 5 s cap, each delay scattered ±20 % so a fleet of nodes does not reconnect in lock-step.
+//! offline half a minute after CloudCore is back. Wedge redials sooner: 100 ms doubling to an
+//! 800 ms cap, each delay scattered ±20 % (never above the cap) so a fleet of nodes does not
+//! reconnect in lock-step. The cap is what bounds the time from the cloud's return to the
+//! node's reconnect: a delay under a second keeps that under a second, and a refused dial to a
+//! cloud that is down costs next to nothing. Both ends are configurable
+//! (`wedge.edgeHub.reconnect*`).
 
 use std::time::Duration;
 
@@ -11,7 +15,7 @@ use std::time::Duration;
 pub struct BackoffSettings {
     /// The first delay after a failure.
     pub initial: Duration,
-    /// The longest delay (before jitter).
+    /// The longest delay; jitter never takes a delay above it.
     pub max: Duration,
     /// Relative jitter: each delay is scaled by a factor in `[1 - jitter, 1 + jitter]`.
     pub jitter: f64,
@@ -23,7 +27,7 @@ impl Default for BackoffSettings {
     fn default() -> BackoffSettings {
         BackoffSettings {
             initial: Duration::from_millis(100),
-            max: Duration::from_secs(5),
+            max: Duration::from_millis(800),
             jitter: 0.2,
         }
     }
@@ -56,13 +60,14 @@ impl Backoff {
         Backoff::new(settings, nanos)
     }
 
-    /// The next delay: the current base with jitter applied; the base then doubles up to `max`.
+    /// The next delay: the current base with jitter applied, at most `max`; the base then
+    /// doubles up to `max`.
     pub fn next_delay(&mut self) -> Duration {
         let base = self.next;
         self.next = (self.next * 2).min(self.settings.max);
         let jitter = self.settings.jitter.clamp(0.0, 1.0);
         let factor = 1.0 - jitter + 2.0 * jitter * self.unit();
-        base.mul_f64(factor)
+        base.mul_f64(factor).min(self.settings.max)
     }
 
     /// Starts over at `initial` (after a successful connect).
@@ -88,12 +93,12 @@ mod tests {
     #[test]
     fn doubles_to_the_cap_within_jitter() {
         let mut b = Backoff::new(BackoffSettings::default(), 42);
-        let bases = [100u64, 200, 400, 800, 1600, 3200, 5000, 5000, 5000];
+        let bases = [100u64, 200, 400, 800, 800, 800, 800];
         for base in bases {
             let d = b.next_delay().as_secs_f64() * 1000.0;
             let base = base as f64;
             assert!(
-                d >= base * 0.8 - 1e-6 && d <= base * 1.2 + 1e-6,
+                d >= base * 0.8 - 1e-6 && d <= (base * 1.2).min(800.0) + 1e-6,
                 "{d} vs {base}"
             );
         }

@@ -1,0 +1,120 @@
+//! A `wedge run` node joined to a [`CloudHub`] simulator over mutual TLS: a node certificate
+//! (CN `system:node:<node>`) from the simulator's CA, the thermometer devices of
+//! [`crate::twin_fixtures::THERMOMETERS`], and the embedded MQTT broker on a free port. The
+//! node can be killed and started again on the same files, as a crash and reboot would.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::cloudhub::CloudHub;
+use crate::node::NODE;
+use crate::twin_fixtures::THERMOMETERS;
+use crate::{Daemon, free_port, http_get};
+
+/// A cloud-joined node and where its files are.
+pub struct CloudNode {
+    /// The running daemon.
+    pub daemon: Daemon,
+    /// Its admin API.
+    pub admin: SocketAddr,
+    /// The port of its embedded MQTT broker.
+    pub mqtt_port: u16,
+    /// Its data directory (the SQLite file is `edgecore.db` in it).
+    pub data: PathBuf,
+    config: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl CloudNode {
+    /// Writes certificates, devices and a config joining `hub` (plus `edge_hub_extra`, YAML
+    /// lines indented for the `edgeHub:` mapping, e.g. `"    heartbeat: 2\n"`), starts the node
+    /// and waits until it is healthy.
+    pub fn start(hub: &CloudHub, edge_hub_extra: &str) -> Result<CloudNode> {
+        let dir = tempfile::tempdir()?;
+        let certs = dir.path().join("certs");
+        std::fs::create_dir_all(&certs)?;
+        let client = hub.ca().client_cert(&format!("system:node:{NODE}"))?;
+        std::fs::write(certs.join("rootCA.crt"), hub.ca().ca_pem())?;
+        std::fs::write(certs.join("server.crt"), &client.cert_pem)?;
+        std::fs::write(certs.join("server.key"), &client.key_pem)?;
+        let devices = dir.path().join("devices");
+        std::fs::create_dir_all(&devices)?;
+        std::fs::write(devices.join("devices.yaml"), THERMOMETERS)?;
+        let mqtt_port = free_port();
+        let config = format!(
+            "apiVersion: edgecore.config.kubeedge.io/v1alpha2
+kind: EdgeCore
+modules:
+  edged:
+    hostnameOverride: {NODE}
+  eventBus:
+    mqttServerInternal: tcp://127.0.0.1:{mqtt_port}
+  edgeHub:
+    enable: true
+    tlsCaFile: {certs}/rootCA.crt
+    tlsCertFile: {certs}/server.crt
+    tlsPrivateKeyFile: {certs}/server.key
+    websocket:
+      server: {ws}
+{edge_hub_extra}wedge:
+  devices:
+    dir: {devices}
+",
+            certs = certs.display(),
+            ws = hub.ws_addr(),
+            devices = devices.display(),
+        );
+        let config_path = dir.path().join("edgecore.yaml");
+        std::fs::write(&config_path, config)?;
+        let data = dir.path().join("data");
+        let (daemon, admin) = start_daemon(&data, &config_path)?;
+        Ok(CloudNode {
+            daemon,
+            admin,
+            mqtt_port,
+            data,
+            config: config_path,
+            _dir: dir,
+        })
+    }
+
+    /// Kills the node with SIGKILL (no shutdown at all) and waits for it to be gone.
+    pub fn kill(&mut self) -> Result<()> {
+        self.daemon.signal(libc::SIGKILL)?;
+        self.daemon.wait_exit(Duration::from_secs(10))?;
+        Ok(())
+    }
+
+    /// Starts the node again on the same config and data, and waits until it is healthy.
+    pub fn restart(&mut self) -> Result<()> {
+        let (daemon, admin) = start_daemon(&self.data, &self.config)?;
+        self.daemon = daemon;
+        self.admin = admin;
+        Ok(())
+    }
+
+    /// The node's `/metrics` text.
+    pub fn metrics(&self) -> Result<String> {
+        let (status, body) = http_get(self.admin, "/metrics")?;
+        anyhow::ensure!(status == 200, "/metrics answered {status}: {body}");
+        Ok(body)
+    }
+
+    /// The value of the unlabelled sample `name` on `/metrics`.
+    pub fn metric(&self, name: &str) -> Result<f64> {
+        let text = self.metrics()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .with_context(|| format!("no sample {name} on /metrics:\n{text}"))
+    }
+}
+
+fn start_daemon(data: &std::path::Path, config: &std::path::Path) -> Result<(Daemon, SocketAddr)> {
+    let config = config.to_str().context("config path is not UTF-8")?;
+    let (mut daemon, admin) = Daemon::run_local(data, &["--config", config])?;
+    daemon.wait_healthy(admin, Duration::from_secs(15))?;
+    Ok((daemon, admin))
+}
