@@ -1,0 +1,371 @@
+//! The Docker engine, through bollard: images, and the containers edged owns.
+//!
+//! Every container edged creates carries labels naming its pod (namespace, name, uid) and
+//! container, kubelet's label names, plus a hash of the container's spec. The engine alone is
+//! therefore enough to rebuild what runs after a restart, to find orphans, and to tell whether
+//! an updated pod changed a container (new hash) or only its metadata.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
+use bollard::query_parameters::{
+    CreateContainerOptions, CreateImageOptions, ListContainersOptions, RemoveContainerOptions,
+    StopContainerOptions,
+};
+use futures_util::StreamExt;
+
+/// Label names on every container edged creates.
+pub mod labels {
+    /// Marks a container as edged's.
+    pub const MANAGED: &str = "io.wedge.managed";
+    /// The node whose edged owns it: two nodes sharing an engine never touch each other's.
+    pub const NODE: &str = "io.wedge.node";
+    /// The pod's namespace.
+    pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
+    /// The pod's name.
+    pub const POD_NAME: &str = "io.kubernetes.pod.name";
+    /// The pod's uid.
+    pub const POD_UID: &str = "io.kubernetes.pod.uid";
+    /// The container's name in the pod.
+    pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
+    /// Hash of the container's spec (see `plan::spec_hash`).
+    pub const CONTAINER_HASH: &str = "io.wedge.container.hash";
+    /// How many times this container was started before (0 for the first).
+    pub const RESTART_COUNT: &str = "io.wedge.container.restartCount";
+}
+
+/// Why the engine failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The engine cannot be reached (not installed, not running, no permission).
+    #[error(
+        "the Docker engine is not reachable ({0}); start dockerd or set DOCKER_HOST, and check access to /var/run/docker.sock"
+    )]
+    Unreachable(String),
+    /// An image could not be made available; `reason` is Kubernetes' waiting reason.
+    #[error("{message}")]
+    Image {
+        /// `ErrImagePull` or `ErrImageNeverPull`.
+        reason: &'static str,
+        /// What happened.
+        message: String,
+    },
+    /// An engine call failed.
+    #[error("{what}: {source}")]
+    Call {
+        /// The call, with its subject.
+        what: String,
+        /// bollard's error.
+        source: bollard::errors::Error,
+    },
+}
+
+/// What to create for one container of a pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerPlan {
+    /// Docker container name.
+    pub name: String,
+    /// Image reference.
+    pub image: String,
+    /// Entrypoint (Kubernetes `command`), if overridden.
+    pub entrypoint: Option<Vec<String>>,
+    /// Cmd (Kubernetes `args`), if overridden.
+    pub cmd: Option<Vec<String>>,
+    /// `NAME=value` pairs.
+    pub env: Vec<String>,
+    /// Working directory.
+    pub working_dir: Option<String>,
+    /// Labels (see [`labels`]).
+    pub labels: HashMap<String, String>,
+    /// Memory limit in bytes.
+    pub memory: Option<i64>,
+    /// CPU limit in nano-CPUs.
+    pub nano_cpus: Option<i64>,
+    /// `host:container[:ro]` binds.
+    pub binds: Vec<String>,
+    /// `host`, `container:<id>`, or `None` for the default bridge.
+    pub network_mode: Option<String>,
+    /// `(container port/proto, host port)` to publish.
+    pub published: Vec<(String, u16)>,
+}
+
+/// One of edged's containers as the engine lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedContainer {
+    /// Engine id.
+    pub id: String,
+    /// Pod namespace, name and uid from the labels.
+    pub pod_namespace: String,
+    /// Pod name.
+    pub pod_name: String,
+    /// Pod uid.
+    pub pod_uid: String,
+    /// Container name in the pod.
+    pub container: String,
+    /// Spec hash label.
+    pub hash: String,
+    /// Restart count label.
+    pub restart_count: u32,
+    /// `created`, `running`, `exited`, ...
+    pub state: String,
+    /// Creation time, Unix seconds.
+    pub created: i64,
+}
+
+/// What `inspect` tells about a container's run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerRun {
+    /// Running now.
+    pub running: bool,
+    /// Exit code of the last run.
+    pub exit_code: i64,
+    /// RFC 3339 start of the last run (`0001-...` when never started).
+    pub started_at: String,
+    /// RFC 3339 end of the last run.
+    pub finished_at: String,
+    /// Killed by the OOM killer.
+    pub oom_killed: bool,
+    /// The engine's error, e.g. a start failure.
+    pub error: String,
+    /// The image id (`sha256:...`).
+    pub image_id: String,
+    /// The container's IP on its network, if any.
+    pub ip: String,
+}
+
+/// The node's Docker engine.
+#[derive(Clone)]
+pub struct Engine {
+    docker: Docker,
+}
+
+fn call(what: impl Into<String>) -> impl FnOnce(bollard::errors::Error) -> EngineError {
+    let what = what.into();
+    move |source| EngineError::Call { what, source }
+}
+
+fn is_not_found(e: &bollard::errors::Error) -> bool {
+    matches!(
+        e,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+impl Engine {
+    /// Connects to the local engine (`DOCKER_HOST` or `/var/run/docker.sock`), agrees on an API
+    /// version it speaks (Debian's engine is API 1.41) and checks it answers.
+    pub async fn connect() -> Result<Engine, EngineError> {
+        let unreachable = |e: bollard::errors::Error| EngineError::Unreachable(e.to_string());
+        let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
+        let docker = docker.negotiate_version().await.map_err(unreachable)?;
+        docker.ping().await.map_err(unreachable)?;
+        Ok(Engine { docker })
+    }
+
+    /// The bollard client, for what this type does not wrap.
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    /// Makes `image` available per `policy` (`Always`, `IfNotPresent`, `Never`).
+    pub async fn ensure_image(&self, image: &str, policy: &str) -> Result<(), EngineError> {
+        let present = match self.docker.inspect_image(image).await {
+            Ok(_) => true,
+            Err(e) if is_not_found(&e) => false,
+            Err(e) => return Err(call(format!("inspect image {image}"))(e)),
+        };
+        match (policy, present) {
+            ("Never", false) => Err(EngineError::Image {
+                reason: "ErrImageNeverPull",
+                message: format!("image {image:?} is not present and the pull policy is Never"),
+            }),
+            ("Never" | "IfNotPresent", true) => Ok(()),
+            _ => match self.pull(image).await {
+                Ok(()) => Ok(()),
+                // An image already here still runs when a refresh fails (no registry,
+                // offline node): kubelet would fail the pod; an edge node should not.
+                Err(e) if present => {
+                    tracing::warn!(image, "pull failed, using the local image: {e}");
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    async fn pull(&self, image: &str) -> Result<(), EngineError> {
+        let options = CreateImageOptions {
+            from_image: Some(image.to_owned()),
+            ..Default::default()
+        };
+        let mut progress = self.docker.create_image(Some(options), None, None);
+        while let Some(step) = progress.next().await {
+            if let Err(e) = step {
+                return Err(EngineError::Image {
+                    reason: "ErrImagePull",
+                    message: format!("pulling image {image:?} failed: {e}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates (does not start) a container; returns its id.
+    pub async fn create(&self, plan: &ContainerPlan) -> Result<String, EngineError> {
+        let port_bindings: HashMap<String, Option<Vec<PortBinding>>> = plan
+            .published
+            .iter()
+            .map(|(port, host)| {
+                (
+                    port.clone(),
+                    Some(vec![PortBinding {
+                        host_ip: None,
+                        host_port: Some(host.to_string()),
+                    }]),
+                )
+            })
+            .collect();
+        let body = ContainerCreateBody {
+            image: Some(plan.image.clone()),
+            entrypoint: plan.entrypoint.clone(),
+            cmd: plan.cmd.clone(),
+            env: Some(plan.env.clone()),
+            working_dir: plan.working_dir.clone(),
+            labels: Some(plan.labels.clone()),
+            exposed_ports: (!plan.published.is_empty())
+                .then(|| plan.published.iter().map(|(p, _)| p.clone()).collect()),
+            host_config: Some(HostConfig {
+                memory: plan.memory,
+                nano_cpus: plan.nano_cpus,
+                binds: Some(plan.binds.clone()),
+                network_mode: plan.network_mode.clone(),
+                port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let options = CreateContainerOptions {
+            name: Some(plan.name.clone()),
+            ..Default::default()
+        };
+        let created = self
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(call(format!("create container {}", plan.name)))?;
+        Ok(created.id)
+    }
+
+    /// Starts a created or exited container.
+    pub async fn start(&self, id: &str) -> Result<(), EngineError> {
+        self.docker
+            .start_container(id, None)
+            .await
+            .map_err(call(format!("start container {id}")))
+    }
+
+    /// Stops a container (SIGTERM, then SIGKILL after `grace`) and removes it with its
+    /// anonymous volumes; a container already gone is not an error.
+    pub async fn stop_and_remove(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
+        let stop = StopContainerOptions {
+            t: Some(i32::try_from(grace.as_secs()).unwrap_or(i32::MAX)),
+            ..Default::default()
+        };
+        match self.docker.stop_container(id, Some(stop)).await {
+            Ok(()) => {}
+            Err(e) if is_not_found(&e) => return Ok(()),
+            // 304: already stopped.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => {}
+            Err(e) => return Err(call(format!("stop container {id}"))(e)),
+        }
+        self.remove(id).await
+    }
+
+    /// Removes a stopped container; a container already gone is not an error.
+    pub async fn remove(&self, id: &str) -> Result<(), EngineError> {
+        let options = RemoveContainerOptions {
+            v: true,
+            force: true,
+            ..Default::default()
+        };
+        match self.docker.remove_container(id, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(call(format!("remove container {id}"))(e)),
+        }
+    }
+
+    /// Every container the edged of `node` created, running or not.
+    pub async fn list(&self, node: &str) -> Result<Vec<ManagedContainer>, EngineError> {
+        let filters = HashMap::from([(
+            "label".to_owned(),
+            vec![
+                format!("{}=true", labels::MANAGED),
+                format!("{}={node}", labels::NODE),
+            ],
+        )]);
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        let listed = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(call("list containers"))?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|c| {
+                let labels = c.labels.unwrap_or_default();
+                let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
+                Some(ManagedContainer {
+                    id: c.id?,
+                    pod_namespace: label(labels::POD_NAMESPACE),
+                    pod_name: label(labels::POD_NAME),
+                    pod_uid: label(labels::POD_UID),
+                    container: label(labels::CONTAINER_NAME),
+                    hash: label(labels::CONTAINER_HASH),
+                    restart_count: label(labels::RESTART_COUNT).parse().unwrap_or(0),
+                    state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+                    created: c.created.unwrap_or(0),
+                })
+            })
+            .collect())
+    }
+
+    /// The state of a container's last run; `None` when it no longer exists.
+    pub async fn inspect(&self, id: &str) -> Result<Option<ContainerRun>, EngineError> {
+        let details = match self.docker.inspect_container(id, None).await {
+            Ok(d) => d,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(call(format!("inspect container {id}"))(e)),
+        };
+        let state = details.state.unwrap_or_default();
+        let ip = details
+            .network_settings
+            .and_then(|n| {
+                n.networks?
+                    .into_values()
+                    .find_map(|net| net.ip_address.filter(|ip| !ip.is_empty()))
+            })
+            .unwrap_or_default();
+        Ok(Some(ContainerRun {
+            running: state.running.unwrap_or(false),
+            exit_code: state.exit_code.unwrap_or(0),
+            started_at: state.started_at.unwrap_or_default(),
+            finished_at: state.finished_at.unwrap_or_default(),
+            oom_killed: state.oom_killed.unwrap_or(false),
+            error: state.error.unwrap_or_default(),
+            image_id: details.image.unwrap_or_default(),
+            ip,
+        }))
+    }
+}

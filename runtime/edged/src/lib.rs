@@ -1,0 +1,21 @@
+//! EdgeD: the node's pods on a Docker engine, driven by KubeEdge's metamanager protocol
+//! (`spec/kubeedge-compat.md` §6).
+//!
+//! Work in progress (issue 6); the parts land one by one, each tested against a real engine:
+//! - [`pod`]: the Pod subset edged runs, and the checks that turn a bad spec into a status;
+//! - [`quantity`]: memory and CPU limits as the engine wants them;
+//! - [`engine`]: images and labelled containers through bollard;
+//! - [`plan`]: a pod's container as the engine creates it (command, env, limits, binds);
+//! - [`status`]: Kubernetes' pod status and the `podpatch` KubeEdge v1.12+ sends;
+//! - [`module`]: the `edged` module that converges the engine on the stored pods.
+
+#![warn(missing_docs)]
+
+pub mod engine;
+pub mod module;
+pub mod plan;
+pub mod pod;
+pub mod quantity;
+pub mod status;
+
+pub use module::{Edged, EdgedSettings};

@@ -1,0 +1,224 @@
+//! From a pod's container to what the engine creates: command, environment, limits, labels,
+//! volume binds, network, published ports.
+//!
+//! Kubernetes' `command` replaces the image's entrypoint and `args` its cmd, as kubelet maps
+//! them. Containers of a pod each join the default bridge (or the host's network with
+//! `hostNetwork`); they share volumes through binds of the same host directories.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::engine::{ContainerPlan, labels};
+use crate::pod::{Container, Pod, SpecError};
+
+/// A hash of everything about `container` (and the pod-level settings it depends on) that
+/// needs a new container when it changes; metadata such as labels is left out, so an update
+/// that only touches metadata keeps the running containers.
+pub fn spec_hash(pod: &Pod, container: &Container) -> String {
+    let relevant = serde_json::json!({
+        "container": container,
+        "hostNetwork": pod.spec.host_network,
+        "volumes": pod.spec.volumes,
+    });
+    let digest = Sha256::digest(relevant.to_string().as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where the host side of the pod's volume `name` lives, and whether it is read-only, for
+/// the volume sources edged provides; `None` for an unknown volume.
+pub fn volume_source(pod: &Pod, name: &str, pods_root: &Path) -> Option<PathBuf> {
+    let volume = pod.spec.volumes.iter().find(|v| v.name == name)?;
+    let (kind, source) = volume.source.iter().next()?;
+    match kind.as_str() {
+        "hostPath" => source["path"].as_str().map(PathBuf::from),
+        "emptyDir" => Some(
+            pods_root
+                .join(&pod.metadata.uid)
+                .join("volumes/kubernetes.io~empty-dir")
+                .join(name),
+        ),
+        _ => None,
+    }
+}
+
+/// Creates the directories the pod's volumes need before any container starts: emptyDirs
+/// under `pods_root`, and hostPaths whose `type` asks for `DirectoryOrCreate`.
+pub fn prepare_volumes(pod: &Pod, pods_root: &Path) -> Result<(), SpecError> {
+    for volume in &pod.spec.volumes {
+        let Some((kind, source)) = volume.source.iter().next() else {
+            continue;
+        };
+        let create = match kind.as_str() {
+            "emptyDir" => true,
+            "hostPath" => source["type"].as_str() == Some("DirectoryOrCreate"),
+            _ => false,
+        };
+        if !create {
+            continue;
+        }
+        if let Some(dir) = volume_source(pod, &volume.name, pods_root) {
+            std::fs::create_dir_all(&dir).map_err(|e| SpecError {
+                reason: "VolumeSetupFailed",
+                message: format!(
+                    "volume {}: cannot create {}: {e}",
+                    volume.name,
+                    dir.display()
+                ),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The plan of the `attempt`-th container (0 for the first) for `container` of `pod` on
+/// node `node`.
+/// Literal env values only: references (`valueFrom`) are resolved by the caller and passed
+/// in `resolved_env`.
+pub fn container_plan(
+    node: &str,
+    pod: &Pod,
+    container: &Container,
+    attempt: u32,
+    pods_root: &Path,
+    resolved_env: &[(String, String)],
+) -> Result<ContainerPlan, SpecError> {
+    let ns = pod.namespace();
+    let name = &pod.metadata.name;
+    let uid = &pod.metadata.uid;
+    let labels = HashMap::from([
+        (labels::MANAGED.to_owned(), "true".to_owned()),
+        (labels::NODE.to_owned(), node.to_owned()),
+        (labels::POD_NAMESPACE.to_owned(), ns.to_owned()),
+        (labels::POD_NAME.to_owned(), name.clone()),
+        (labels::POD_UID.to_owned(), uid.clone()),
+        (labels::CONTAINER_NAME.to_owned(), container.name.clone()),
+        (labels::CONTAINER_HASH.to_owned(), spec_hash(pod, container)),
+        (labels::RESTART_COUNT.to_owned(), attempt.to_string()),
+    ]);
+    let mut env: Vec<String> = container
+        .env
+        .iter()
+        .filter_map(|e| e.value.as_ref().map(|v| format!("{}={v}", e.name)))
+        .collect();
+    env.extend(resolved_env.iter().map(|(k, v)| format!("{k}={v}")));
+    let mut binds = Vec::new();
+    for mount in &container.volume_mounts {
+        let host = volume_source(pod, &mount.name, pods_root).ok_or_else(|| SpecError {
+            reason: "InvalidPodSpec",
+            message: format!(
+                "container {}: volume {:?} has no host directory",
+                container.name, mount.name
+            ),
+        })?;
+        let mode = if mount.read_only { ":ro" } else { "" };
+        binds.push(format!("{}:{}{mode}", host.display(), mount.mount_path));
+    }
+    let limit = |key: &str| container.resources.limits.get(key);
+    let invalid = |e: String| SpecError {
+        reason: "InvalidPodSpec",
+        message: format!("container {}: {e}", container.name),
+    };
+    let memory = limit("memory")
+        .map(|q| crate::quantity::bytes(q))
+        .transpose()
+        .map_err(invalid)?;
+    let nano_cpus = limit("cpu")
+        .map(|q| crate::quantity::nano_cpus(q))
+        .transpose()
+        .map_err(invalid)?;
+    let published = container
+        .ports
+        .iter()
+        .filter_map(|p| {
+            let proto = p.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase();
+            Some((format!("{}/{proto}", p.container_port), p.host_port?))
+        })
+        .collect();
+    Ok(ContainerPlan {
+        name: format!("k8s_{}_{name}_{ns}_{uid}_{attempt}", container.name),
+        image: container.image.clone(),
+        entrypoint: (!container.command.is_empty()).then(|| container.command.clone()),
+        cmd: (!container.args.is_empty()).then(|| container.args.clone()),
+        env,
+        working_dir: container.working_dir.clone(),
+        labels,
+        memory,
+        nano_cpus,
+        binds,
+        network_mode: pod.spec.host_network.then(|| "host".to_owned()),
+        published,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "apps", "uid": "u-9", "labels": {"a": "1"}},
+            "spec": {
+                "containers": [{
+                    "name": "app", "image": "wedge-test/busybox:1",
+                    "command": ["sh", "-c"], "args": ["sleep 60"],
+                    "env": [{"name": "MODE", "value": "edge"}, {"name": "FROM", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+                    "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 53, "protocol": "UDP"}],
+                    "workingDir": "/work",
+                    "resources": {"limits": {"memory": "64Mi", "cpu": "500m"}},
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}, {"name": "logs", "mountPath": "/logs", "readOnly": true}]
+                }],
+                "volumes": [{"name": "scratch", "emptyDir": {}}, {"name": "logs", "hostPath": {"path": "/var/log"}}]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_container_maps_to_kubelet_names_labels_limits_and_binds() {
+        let p = pod();
+        let plan = container_plan(
+            "edge-1",
+            &p,
+            &p.spec.containers[0],
+            2,
+            Path::new("/pods"),
+            &[("FROM".into(), "s3cret".into())],
+        )
+        .unwrap();
+        assert_eq!(plan.name, "k8s_app_web_apps_u-9_2");
+        assert_eq!(
+            plan.entrypoint.as_deref(),
+            Some(&["sh".into(), "-c".into()][..])
+        );
+        assert_eq!(plan.cmd.as_deref(), Some(&["sleep 60".to_owned()][..]));
+        assert_eq!(plan.env, ["MODE=edge", "FROM=s3cret"]);
+        assert_eq!(plan.memory, Some(64 * 1024 * 1024));
+        assert_eq!(plan.nano_cpus, Some(500_000_000));
+        assert_eq!(
+            plan.binds,
+            [
+                "/pods/u-9/volumes/kubernetes.io~empty-dir/scratch:/scratch",
+                "/var/log:/logs:ro"
+            ]
+        );
+        assert_eq!(plan.published, [("80/tcp".to_owned(), 8080)]);
+        assert_eq!(plan.labels[labels::POD_UID], "u-9");
+        assert_eq!(plan.labels[labels::NODE], "edge-1");
+        assert_eq!(plan.labels[labels::RESTART_COUNT], "2");
+        assert_eq!(plan.network_mode, None);
+    }
+
+    #[test]
+    fn the_hash_follows_the_container_spec_not_the_metadata() {
+        let p = pod();
+        let base = spec_hash(&p, &p.spec.containers[0]);
+        let mut relabelled = p.clone();
+        relabelled.metadata.labels.insert("b".into(), "2".into());
+        assert_eq!(spec_hash(&relabelled, &relabelled.spec.containers[0]), base);
+        let mut changed = p.clone();
+        changed.spec.containers[0].image = "wedge-test/busybox:2".into();
+        assert_ne!(spec_hash(&changed, &changed.spec.containers[0]), base);
+    }
+}

@@ -1,0 +1,446 @@
+//! The part of the Kubernetes Pod that edged runs, as it arrives from metamanager (the cloud's
+//! JSON, stored verbatim in the `meta` table), and the checks that turn a bad spec into a
+//! reason in the pod's status instead of a failed start.
+//!
+//! Unknown fields are ignored: the cloud sends whole Kubernetes objects, and a field Wedge does
+//! not act on must not stop a pod. Volume sources are the exception: a volume whose source
+//! Wedge does not support is refused by name, since running without it would be wrong.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A pod: what edged needs of its metadata and spec.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Pod {
+    /// Name, namespace, uid, labels.
+    pub metadata: ObjectMeta,
+    /// What to run.
+    #[serde(default)]
+    pub spec: PodSpec,
+}
+
+/// Object metadata.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Name (a DNS-1123 subdomain).
+    #[serde(default)]
+    pub name: String,
+    /// Namespace; empty means `default`.
+    #[serde(default)]
+    pub namespace: String,
+    /// Unique id of this incarnation of the pod.
+    #[serde(default)]
+    pub uid: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// The pod spec subset edged acts on.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    /// The containers, started in order.
+    #[serde(default)]
+    pub containers: Vec<Container>,
+    /// `Always` (default), `OnFailure` or `Never`.
+    #[serde(default)]
+    pub restart_policy: Option<String>,
+    /// Run in the host's network namespace.
+    #[serde(default)]
+    pub host_network: bool,
+    /// Volumes the containers may mount.
+    #[serde(default)]
+    pub volumes: Vec<Volume>,
+    /// The node the pod is bound to.
+    #[serde(default)]
+    pub node_name: String,
+    /// Runtime class (a Wasm class runs the pod in the Wasm host).
+    #[serde(default)]
+    pub runtime_class_name: Option<String>,
+}
+
+/// One container.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    /// Name (a DNS-1123 label, unique in the pod).
+    #[serde(default)]
+    pub name: String,
+    /// Image reference.
+    #[serde(default)]
+    pub image: String,
+    /// Entrypoint override.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment.
+    #[serde(default)]
+    pub env: Vec<EnvVar>,
+    /// Ports (published on the host when `hostPort` is set).
+    #[serde(default)]
+    pub ports: Vec<ContainerPort>,
+    /// Working directory.
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// Resource limits.
+    #[serde(default)]
+    pub resources: Resources,
+    /// `Always`, `IfNotPresent` or `Never`; default per Kubernetes (`Always` for `:latest`
+    /// or no tag, else `IfNotPresent`).
+    #[serde(default)]
+    pub image_pull_policy: Option<String>,
+    /// Volume mounts.
+    #[serde(default)]
+    pub volume_mounts: Vec<VolumeMount>,
+}
+
+/// An environment variable.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvVar {
+    /// Name.
+    pub name: String,
+    /// Literal value.
+    #[serde(default)]
+    pub value: Option<String>,
+    /// A reference (configMap/secret key); resolved by the volume and reference support.
+    #[serde(default)]
+    pub value_from: Option<serde_json::Value>,
+}
+
+/// A container port.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerPort {
+    /// Port inside the container.
+    pub container_port: u16,
+    /// Port on the host, if published.
+    #[serde(default)]
+    pub host_port: Option<u16>,
+    /// `TCP` (default), `UDP` or `SCTP`.
+    #[serde(default)]
+    pub protocol: Option<String>,
+}
+
+/// Requests and limits; edged enforces the limits.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct Resources {
+    /// `memory` and `cpu` quantities.
+    #[serde(default)]
+    pub limits: BTreeMap<String, String>,
+}
+
+/// A volume mount.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeMount {
+    /// The volume's name.
+    pub name: String,
+    /// Where it appears in the container.
+    pub mount_path: String,
+    /// Read-only mount.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// A volume: its name and its source, kept as JSON and checked by [`validate`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct Volume {
+    /// Name, referenced by mounts.
+    pub name: String,
+    /// The source: one key such as `hostPath`, `emptyDir`, `configMap`, `secret`.
+    #[serde(flatten)]
+    pub source: BTreeMap<String, serde_json::Value>,
+}
+
+/// Volume sources edged knows how to provide (configMap and secret volumes come with their
+/// content's offline cache).
+pub const SUPPORTED_VOLUME_SOURCES: [&str; 2] = ["hostPath", "emptyDir"];
+
+/// Why a pod cannot be run as specified; the text goes into the pod's status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SpecError {
+    /// A Kubernetes-style reason (`InvalidPodSpec`, `InvalidImageName`...).
+    pub reason: &'static str,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+impl SpecError {
+    fn invalid(message: String) -> SpecError {
+        SpecError {
+            reason: "InvalidPodSpec",
+            message,
+        }
+    }
+}
+
+impl Pod {
+    /// Parses a pod from the cloud's JSON.
+    pub fn from_json(text: &str) -> Result<Pod, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// The namespace, `default` when empty.
+    pub fn namespace(&self) -> &str {
+        if self.metadata.namespace.is_empty() {
+            "default"
+        } else {
+            &self.metadata.namespace
+        }
+    }
+
+    /// `<namespace>/<name>`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace(), self.metadata.name)
+    }
+
+    /// The restart policy, `Always` when unset.
+    pub fn restart_policy(&self) -> &str {
+        self.spec.restart_policy.as_deref().unwrap_or("Always")
+    }
+}
+
+impl Container {
+    /// The effective pull policy (Kubernetes' default when unset).
+    pub fn pull_policy(&self) -> &str {
+        if let Some(p) = self.image_pull_policy.as_deref() {
+            return p;
+        }
+        let tag_is_latest = match self.image.rsplit_once(':') {
+            // A ':' inside the last path segment is a tag; one before a '/' is a registry port.
+            Some((_, tag)) if !tag.contains('/') => tag == "latest",
+            _ => true,
+        };
+        if tag_is_latest && !self.image.contains('@') {
+            "Always"
+        } else {
+            "IfNotPresent"
+        }
+    }
+}
+
+/// Checks what edged relies on before touching the engine: names, images, policies, volume
+/// sources and mounts. The first problem found is returned.
+pub fn validate(pod: &Pod) -> Result<(), SpecError> {
+    let meta = &pod.metadata;
+    if !is_dns1123_subdomain(&meta.name) {
+        return Err(SpecError::invalid(format!(
+            "metadata.name {:?}: must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253)",
+            meta.name
+        )));
+    }
+    if !meta.namespace.is_empty() && !is_dns1123_label(&meta.namespace) {
+        return Err(SpecError::invalid(format!(
+            "metadata.namespace {:?}: must be a DNS-1123 label",
+            meta.namespace
+        )));
+    }
+    if meta.uid.is_empty() {
+        return Err(SpecError::invalid("metadata.uid: must not be empty".into()));
+    }
+    if !matches!(pod.restart_policy(), "Always" | "OnFailure" | "Never") {
+        return Err(SpecError::invalid(format!(
+            "spec.restartPolicy {:?}: must be Always, OnFailure or Never",
+            pod.restart_policy()
+        )));
+    }
+    let mut volumes = std::collections::BTreeSet::new();
+    for (i, v) in pod.spec.volumes.iter().enumerate() {
+        if !is_dns1123_label(&v.name) || !volumes.insert(v.name.as_str()) {
+            return Err(SpecError::invalid(format!(
+                "spec.volumes[{i}].name {:?}: must be a unique DNS-1123 label",
+                v.name
+            )));
+        }
+        let sources: Vec<&String> = v.source.keys().collect();
+        match sources.as_slice() {
+            [one] if SUPPORTED_VOLUME_SOURCES.contains(&one.as_str()) => {}
+            [one] => {
+                return Err(SpecError::invalid(format!(
+                    "spec.volumes[{i}] ({}): volume source {one:?} is not supported; use one of {}",
+                    v.name,
+                    SUPPORTED_VOLUME_SOURCES.join(", ")
+                )));
+            }
+            _ => {
+                return Err(SpecError::invalid(format!(
+                    "spec.volumes[{i}] ({}): exactly one volume source is required, found {}",
+                    v.name,
+                    sources.len()
+                )));
+            }
+        }
+    }
+    if pod.spec.containers.is_empty() {
+        return Err(SpecError::invalid(
+            "spec.containers: at least one container is required".into(),
+        ));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (i, c) in pod.spec.containers.iter().enumerate() {
+        if !is_dns1123_label(&c.name) || !names.insert(c.name.as_str()) {
+            return Err(SpecError::invalid(format!(
+                "spec.containers[{i}].name {:?}: must be a unique DNS-1123 label",
+                c.name
+            )));
+        }
+        if c.image.trim().is_empty() || c.image.chars().any(char::is_whitespace) {
+            return Err(SpecError {
+                reason: "InvalidImageName",
+                message: format!(
+                    "spec.containers[{i}].image {:?} ({}): an image reference is required",
+                    c.image, c.name
+                ),
+            });
+        }
+        if !matches!(c.pull_policy(), "Always" | "IfNotPresent" | "Never") {
+            return Err(SpecError::invalid(format!(
+                "spec.containers[{i}].imagePullPolicy {:?}: must be Always, IfNotPresent or Never",
+                c.pull_policy()
+            )));
+        }
+        for (key, value) in &c.resources.limits {
+            let parsed = match key.as_str() {
+                "memory" => crate::quantity::bytes(value).map(|_| ()),
+                "cpu" => crate::quantity::nano_cpus(value).map(|_| ()),
+                _ => Ok(()),
+            };
+            if let Err(e) = parsed {
+                return Err(SpecError::invalid(format!(
+                    "spec.containers[{i}].resources.limits.{key}: {e}"
+                )));
+            }
+        }
+        for (j, m) in c.volume_mounts.iter().enumerate() {
+            if !volumes.contains(m.name.as_str()) {
+                return Err(SpecError::invalid(format!(
+                    "spec.containers[{i}].volumeMounts[{j}].name {:?}: no such volume",
+                    m.name
+                )));
+            }
+            if !m.mount_path.starts_with('/') {
+                return Err(SpecError::invalid(format!(
+                    "spec.containers[{i}].volumeMounts[{j}].mountPath {:?}: must be absolute",
+                    m.mount_path
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A DNS-1123 label: 1–63 of `[a-z0-9-]`, starting and ending alphanumeric.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: serde_json::Value) -> Pod {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn good() -> serde_json::Value {
+        serde_json::json!({
+            "metadata": {"name": "web", "namespace": "default", "uid": "u-1", "resourceVersion": "3"},
+            "spec": {
+                "nodeName": "edge-1",
+                "restartPolicy": "Always",
+                "containers": [{"name": "app", "image": "wedge-test/busybox:1", "command": ["sleep", "60"],
+                                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                                "resources": {"limits": {"memory": "64Mi", "cpu": "250m"}}}],
+                "volumes": [{"name": "scratch", "emptyDir": {}}],
+                "tolerations": [{"key": "x"}]
+            },
+            "status": {"phase": "Pending"}
+        })
+    }
+
+    #[test]
+    fn a_whole_kubernetes_pod_parses_and_validates() {
+        let p = pod(good());
+        assert_eq!(p.key(), "default/web");
+        assert_eq!(p.restart_policy(), "Always");
+        assert_eq!(p.spec.volumes[0].source.keys().next().unwrap(), "emptyDir");
+        validate(&p).unwrap();
+    }
+
+    #[test]
+    fn bad_specs_name_the_field() {
+        let cases: [(&str, serde_json::Value, &str); 7] = [
+            ("/metadata/name", "Web_1".into(), "metadata.name \"Web_1\""),
+            ("/spec/containers/0/image", "".into(), "image \"\" (app)"),
+            (
+                "/spec/restartPolicy",
+                "Sometimes".into(),
+                "spec.restartPolicy",
+            ),
+            (
+                "/spec/volumes/0",
+                serde_json::json!({"name": "scratch", "nfs": {"server": "x"}}),
+                "volume source \"nfs\" is not supported",
+            ),
+            (
+                "/spec/containers/0/volumeMounts/0/name",
+                "other".into(),
+                "volumeMounts[0].name \"other\": no such volume",
+            ),
+            (
+                "/spec/containers/0/resources/limits/memory",
+                "lots".into(),
+                "resources.limits.memory",
+            ),
+            (
+                "/spec/containers",
+                serde_json::json!([]),
+                "at least one container",
+            ),
+        ];
+        for (pointer, value, expected) in cases {
+            let mut json = good();
+            *json.pointer_mut(pointer).unwrap() = value;
+            let err = validate(&pod(json)).unwrap_err();
+            assert!(err.message.contains(expected), "{pointer}: {err}");
+        }
+        let mut json = good();
+        json["spec"]["containers"][0]["image"] = "".into();
+        assert_eq!(validate(&pod(json)).unwrap_err().reason, "InvalidImageName");
+    }
+
+    #[test]
+    fn pull_policy_defaults_follow_kubernetes() {
+        let c = |image: &str| Container {
+            image: image.into(),
+            ..Container::default()
+        };
+        assert_eq!(c("busybox").pull_policy(), "Always");
+        assert_eq!(c("busybox:latest").pull_policy(), "Always");
+        assert_eq!(c("busybox:1.36").pull_policy(), "IfNotPresent");
+        assert_eq!(c("registry:5000/busybox").pull_policy(), "Always");
+        assert_eq!(c("registry:5000/busybox:2").pull_policy(), "IfNotPresent");
+        assert_eq!(c("busybox@sha256:abc").pull_policy(), "IfNotPresent");
+    }
+}

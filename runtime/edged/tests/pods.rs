@@ -1,0 +1,412 @@
+//! edged on the real bus against a real Docker engine: the test plays metamanager (it answers
+//! the start-up pod query and receives the status patches) and checks the engine's containers.
+//!
+//! Needs a running engine and the `wedge-test/busybox:1` image, both set up by `.ci/setup`;
+//! without them the tests fail and say so.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wedge_core::bus::Mailbox;
+use wedge_core::health::Health;
+use wedge_core::module::{SupervisionSettings, Supervisor};
+use wedge_core::{Bus, Content, Message};
+use wedge_edged::engine::{Engine, ManagedContainer};
+use wedge_edged::{Edged, EdgedSettings};
+
+const IMAGE: &str = "wedge-test/busybox:1";
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn engine() -> Engine {
+    let engine = Engine::connect().await.unwrap_or_else(|e| {
+        panic!("these tests need a Docker engine (bash .ci/setup starts one): {e}")
+    });
+    engine
+        .docker()
+        .inspect_image(IMAGE)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("these tests need the image {IMAGE} (bash .ci/setup imports it): {e}")
+        });
+    engine
+}
+
+/// A node with edged and the test as metamanager.
+struct Node {
+    bus: Bus,
+    meta: Mailbox,
+    supervisor: Option<Supervisor>,
+    engine: Engine,
+    root: tempfile::TempDir,
+    /// Last status seen per pod name.
+    statuses: HashMap<String, Value>,
+    deleted: Vec<String>,
+    /// The node name, unique per test so that parallel tests own separate containers.
+    name: String,
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", &wedge_core::message::new_id()[..8])
+}
+
+fn pod(name: &str, spec: Value) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "default", "uid": unique("uid")},
+        "spec": spec,
+    })
+}
+
+fn sleeper(name: &str, script: &str) -> Value {
+    json!({"name": name, "image": IMAGE, "imagePullPolicy": "Never", "command": ["sh", "-c", script]})
+}
+
+impl Node {
+    /// Starts edged with `stored` as metamanager's answer to its start-up query.
+    async fn start(stored: &[Value], root: Option<(tempfile::TempDir, String)>) -> Node {
+        let engine = engine().await;
+        let bus = Bus::new(1024);
+        let mut meta = bus.register("metamanager", "meta").unwrap();
+        let (root, name) = root.unwrap_or_else(|| (tempfile::tempdir().unwrap(), unique("node")));
+        let mut settings = EdgedSettings::new(name.clone(), root.path());
+        settings.relist = Duration::from_millis(200);
+        settings.status_interval = Duration::from_secs(2);
+        settings.initial_backoff = Duration::from_millis(500);
+        settings.max_backoff = Duration::from_secs(2);
+        settings.stop_grace = Duration::from_secs(1);
+        let mut supervisor =
+            Supervisor::new(bus.clone(), Health::new(), SupervisionSettings::default());
+        supervisor.spawn(Arc::new(Edged::new(settings))).unwrap();
+        let query = tokio::time::timeout(WAIT, meta.recv())
+            .await
+            .expect("edged asks metamanager for its pods")
+            .unwrap();
+        assert_eq!(query.route.operation, "query");
+        assert_eq!(query.route.resource, "default/pod");
+        let values: Vec<String> = stored.iter().map(Value::to_string).collect();
+        let unclaimed = bus.send_response(query.response(Content::json(&values).unwrap()));
+        assert!(
+            unclaimed.is_none(),
+            "edged waits for the answer to its query"
+        );
+        Node {
+            bus,
+            meta,
+            supervisor: Some(supervisor),
+            engine,
+            root,
+            statuses: HashMap::new(),
+            deleted: Vec::new(),
+            name,
+        }
+    }
+
+    async fn send(&self, operation: &str, pod: &Value) {
+        let name = pod["metadata"]["name"].as_str().unwrap();
+        let msg = Message::build(
+            "metamanager",
+            "meta",
+            operation,
+            &format!("default/pod/{name}"),
+            Content::json(pod).unwrap(),
+        );
+        self.bus.send("edged", msg).await.unwrap();
+    }
+
+    /// Takes what edged sent metamanager until `done` holds for the status of `name`.
+    async fn wait_status(&mut self, name: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(s) = self.statuses.get(name)
+                && done(s)
+            {
+                return s.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(Some(msg)) = tokio::time::timeout(left, self.meta.recv()).await else {
+                panic!(
+                    "no such status of {name}; last: {:?}",
+                    self.statuses.get(name)
+                );
+            };
+            self.take(msg);
+        }
+    }
+
+    fn take(&mut self, msg: Message) {
+        let resource = msg.route.resource.clone();
+        match msg.route.operation.as_str() {
+            "patch" => {
+                let name = resource.rsplit('/').next().unwrap().to_owned();
+                assert!(resource.starts_with("default/podpatch/"), "{resource}");
+                let patch: Value =
+                    serde_json::from_str(&msg.content.as_string().expect("patch as string"))
+                        .unwrap();
+                self.statuses.insert(name, patch["status"].clone());
+            }
+            "delete" => self.deleted.push(resource),
+            other => panic!("unexpected {other} {resource}"),
+        }
+    }
+
+    async fn containers(&self, uid: &str) -> Vec<ManagedContainer> {
+        let mut all: Vec<ManagedContainer> = self
+            .engine
+            .list(&self.name)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|c| c.pod_uid == uid)
+            .collect();
+        all.sort_by(|a, b| (&a.container, a.restart_count).cmp(&(&b.container, b.restart_count)));
+        all
+    }
+
+    async fn stop(mut self) {
+        if let Some(s) = self.supervisor.take() {
+            s.shutdown().await;
+        }
+    }
+}
+
+fn uid(pod: &Value) -> &str {
+    pod["metadata"]["uid"].as_str().unwrap()
+}
+
+fn running(status: &Value, containers: usize) -> bool {
+    status["phase"] == "Running"
+        && status["containerStatuses"]
+            .as_array()
+            .is_some_and(|c| c.len() == containers && c.iter().all(|c| c["ready"] == true))
+}
+
+/// Removes what a test left running on `node`.
+async fn remove_all(node: &str) {
+    let engine = engine().await;
+    for c in engine.list(node).await.unwrap() {
+        engine.remove(&c.id).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
+    let name = unique("web");
+    let mut web = pod(
+        &name,
+        json!({
+            "containers": [
+                sleeper("writer", "echo hello > /shared/greeting; sleep 3600"),
+                sleeper("reader", "while [ ! -f /shared/greeting ]; do sleep 0.1; done; sleep 3600"),
+            ],
+            "volumes": [{"name": "shared", "emptyDir": {}}],
+        }),
+    );
+    for c in web["spec"]["containers"].as_array_mut().unwrap() {
+        c["volumeMounts"] = json!([{"name": "shared", "mountPath": "/shared"}]);
+    }
+    let mut node = Node::start(&[], None).await;
+    node.send("insert", &web).await;
+    let status = node.wait_status(&name, |s| running(s, 2)).await;
+    assert_eq!(
+        status["conditions"][1],
+        json!({"type": "Ready", "status": "True"})
+    );
+    assert!(
+        status["podIP"].as_str().is_some_and(|ip| !ip.is_empty()),
+        "{status}"
+    );
+    let greeting = node
+        .root
+        .path()
+        .join("pods")
+        .join(uid(&web))
+        .join("volumes/kubernetes.io~empty-dir/shared/greeting");
+    assert_eq!(std::fs::read_to_string(&greeting).unwrap(), "hello\n");
+    let before = node.containers(uid(&web)).await;
+    assert_eq!(
+        before
+            .iter()
+            .map(|c| (c.container.as_str(), c.state.as_str()))
+            .collect::<Vec<_>>(),
+        [("reader", "running"), ("writer", "running")]
+    );
+    assert!(
+        before
+            .iter()
+            .all(|c| c.pod_name == name && c.pod_namespace == "default")
+    );
+
+    // Metadata only: the containers stay.
+    web["metadata"]["labels"] = json!({"tier": "edge"});
+    node.send("update", &web).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let same = node.containers(uid(&web)).await;
+    assert_eq!(
+        same.iter().map(|c| &c.id).collect::<Vec<_>>(),
+        before.iter().map(|c| &c.id).collect::<Vec<_>>()
+    );
+
+    // A changed container is recreated; the other one stays.
+    web["spec"]["containers"][1]["command"] =
+        json!(["sh", "-c", "cat /shared/greeting; sleep 3601"]);
+    node.send("update", &web).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = node.containers(uid(&web)).await;
+        let reader = now.iter().find(|c| c.container == "reader");
+        if reader.is_some_and(|r| r.id != before[0].id && r.state == "running") {
+            let writer = now.iter().find(|c| c.container == "writer").unwrap();
+            assert_eq!(writer.id, before[1].id, "the unchanged container is kept");
+            assert_eq!(now.len(), 2, "{now:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "reader not recreated: {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    node.send("delete", &web).await;
+    let deadline = Instant::now() + WAIT;
+    while !node.containers(uid(&web)).await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "containers of the deleted pod remain"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!greeting.exists(), "the pod's directory is removed");
+    let deadline = Instant::now() + WAIT;
+    while !node.deleted.contains(&format!("default/pod/{name}")) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = tokio::time::timeout(left, node.meta.recv())
+            .await
+            .expect("edged tells metamanager the pod is gone")
+            .unwrap();
+        node.take(msg);
+    }
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn an_exiting_container_is_restarted_per_policy_with_back_off() {
+    let always = unique("crash");
+    let never = unique("once");
+    let crash = pod(&always, json!({"containers": [sleeper("app", "exit 3")]}));
+    let once = pod(
+        &never,
+        json!({"restartPolicy": "Never", "containers": [sleeper("app", "exit 0")]}),
+    );
+    let mut node = Node::start(&[], None).await;
+    node.send("insert", &crash).await;
+    node.send("insert", &once).await;
+    let status = node
+        .wait_status(&always, |s| {
+            s["containerStatuses"][0]["restartCount"].as_u64() >= Some(2)
+        })
+        .await;
+    assert_eq!(status["phase"], "Running", "{status}");
+    // Between restarts the container waits in CrashLoopBackOff.
+    node.wait_status(&always, |s| {
+        s["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    })
+    .await;
+    // Only the newest dead container is kept.
+    assert!(node.containers(uid(&crash)).await.len() <= 2);
+
+    let status = node
+        .wait_status(&never, |s| s["phase"] == "Succeeded")
+        .await;
+    assert_eq!(
+        status["containerStatuses"][0]["state"]["terminated"]["reason"],
+        "Completed"
+    );
+    assert_eq!(status["containerStatuses"][0]["restartCount"], 0);
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
+
+#[tokio::test]
+async fn bad_specs_and_missing_images_are_reported_and_other_pods_run() {
+    let bad_volume = unique("nfs");
+    let no_image = unique("ghost");
+    let good = unique("fine");
+    let mut nfs = pod(
+        &bad_volume,
+        json!({"containers": [sleeper("app", "sleep 3600")],
+        "volumes": [{"name": "data", "nfs": {"server": "nas", "path": "/"}}]}),
+    );
+    nfs["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    let ghost = pod(
+        &no_image,
+        json!({"containers": [{"name": "app", "image": "wedge-test/does-not-exist:1", "imagePullPolicy": "IfNotPresent"}]}),
+    );
+    let fine = pod(&good, json!({"containers": [sleeper("app", "sleep 3600")]}));
+    let mut node = Node::start(&[], None).await;
+    for p in [&nfs, &ghost, &fine] {
+        node.send("insert", p).await;
+    }
+    let status = node
+        .wait_status(&bad_volume, |s| s["reason"].is_string())
+        .await;
+    assert_eq!(status["phase"], "Pending");
+    assert_eq!(status["reason"], "InvalidPodSpec");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("volume source \"nfs\" is not supported"),
+        "{status}"
+    );
+    let status = node
+        .wait_status(&no_image, |s| {
+            s["containerStatuses"][0]["state"]["waiting"]["reason"] == "ErrImagePull"
+        })
+        .await;
+    assert_eq!(status["phase"], "Pending");
+    node.wait_status(&good, |s| running(s, 1)).await;
+    assert!(node.containers(uid(&nfs)).await.is_empty());
+    node.send("delete", &fine).await;
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
+
+#[tokio::test]
+async fn a_restart_keeps_stored_pods_running_and_removes_orphans() {
+    let kept = unique("kept");
+    let gone = unique("gone");
+    let keep = pod(&kept, json!({"containers": [sleeper("app", "sleep 3600")]}));
+    let drop = pod(&gone, json!({"containers": [sleeper("app", "sleep 3600")]}));
+    let mut node = Node::start(&[], None).await;
+    node.send("insert", &keep).await;
+    node.send("insert", &drop).await;
+    node.wait_status(&kept, |s| running(s, 1)).await;
+    node.wait_status(&gone, |s| running(s, 1)).await;
+    let before = node.containers(uid(&keep)).await;
+    let root = std::mem::replace(&mut node.root, tempfile::tempdir().unwrap());
+    let name = node.name.clone();
+    node.stop().await;
+
+    // The node comes back; local state holds only `kept` (`gone` was deleted meanwhile).
+    let mut node = Node::start(std::slice::from_ref(&keep), Some((root, name))).await;
+    node.wait_status(&kept, |s| running(s, 1)).await;
+    assert_eq!(
+        node.containers(uid(&keep))
+            .await
+            .iter()
+            .map(|c| &c.id)
+            .collect::<Vec<_>>(),
+        before.iter().map(|c| &c.id).collect::<Vec<_>>(),
+        "a stored pod is not recreated"
+    );
+    let deadline = Instant::now() + WAIT;
+    while !node.containers(uid(&drop)).await.is_empty() {
+        assert!(Instant::now() < deadline, "orphan containers remain");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    node.send("delete", &keep).await;
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
