@@ -134,6 +134,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         sources.push(twin.clone());
         supervisor.spawn(twin)?;
     }
+    let mut cert_rotation = None;
     if modules.edge_hub.enable {
         store
             .migrate(
@@ -153,7 +154,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         // The hub writes the outbox's metrics too.
         let hub = Arc::new(wedge_edgehub::link::EdgeHub::new(settings, outbox));
         sources.push(hub.clone());
-        supervisor.spawn(hub)?;
+        supervisor.spawn(hub.clone())?;
+        cert_rotation =
+            crate::cert_rotation::RotationSettings::from_config(&modules.edge_hub, &node)
+                .map(|settings| crate::cert_rotation::RotationTask::spawn(settings, hub));
     }
     for (name, enabled) in [
         ("edged", modules.edged.enable),
@@ -195,6 +199,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
     let orderly = tokio::time::timeout(SHUTDOWN_BUDGET, async {
         // Modules first (each finishes and acknowledges what it has committed), then the
         // store's last commits, then the admin API.
+        // (Certificate rotation before them: it would only ask edgehub to redial.)
+        if let Some(rotation) = cert_rotation {
+            rotation.stop().await;
+        }
         supervisor.shutdown().await;
         wasm.shutdown();
         if let Err(e) = store.barrier().await {
