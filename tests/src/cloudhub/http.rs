@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::{CloudCa, Shared};
+use super::{CloudCa, Issuing, Shared};
 
 /// Accepts connections until the runtime is shut down.
 pub(super) async fn serve(
@@ -16,18 +16,20 @@ pub(super) async fn serve(
     tls: Arc<rustls::ServerConfig>,
     ca: Arc<CloudCa>,
     shared: Arc<Shared>,
+    issuing: Issuing,
 ) {
     let acceptor = TlsAcceptor::from(tls);
     while let Ok((tcp, _)) = listener.accept().await {
         let acceptor = acceptor.clone();
         let ca = ca.clone();
         let shared = shared.clone();
+        let issuing = issuing.clone();
         tokio::spawn(async move {
             if let Ok(mut stream) = acceptor.accept(tcp).await {
                 let peer_cn = super::tls::peer_cn(stream.get_ref().1.peer_certificates());
                 let (status, body, path) = match read_request(&mut stream).await {
                     Ok(req) => {
-                        let (status, body) = answer(&ca, &req, peer_cn.as_deref());
+                        let (status, body) = answer(&ca, &req, peer_cn.as_deref(), &issuing);
                         (status, body, req.path)
                     }
                     Err(e) => (400, e.to_string().into_bytes(), String::new()),
@@ -109,13 +111,18 @@ async fn read_request(stream: &mut (impl AsyncReadExt + Unpin)) -> Result<HttpRe
     }
 }
 
-fn answer(ca: &CloudCa, req: &HttpRequest, peer_cn: Option<&str>) -> (u16, Vec<u8>) {
+fn answer(
+    ca: &CloudCa,
+    req: &HttpRequest,
+    peer_cn: Option<&str>,
+    issuing: &Issuing,
+) -> (u16, Vec<u8>) {
     if req.method != "GET" {
         return (405, b"method not allowed".to_vec());
     }
     match req.path.as_str() {
         "/ca.crt" => (200, ca.ca_der()),
-        "/edge.crt" => match edge_crt(ca, req, peer_cn) {
+        "/edge.crt" => match edge_crt(ca, req, peer_cn, issuing) {
             Ok(cert) => (200, cert),
             Err(e) => (401, format!("{e:#}").into_bytes()),
         },
@@ -125,7 +132,12 @@ fn answer(ca: &CloudCa, req: &HttpRequest, peer_cn: Option<&str>) -> (u16, Vec<u
 
 /// Signs the CSR for a valid bearer token, or — for rotation, which sends no token — for a
 /// client certificate of the same node.
-fn edge_crt(ca: &CloudCa, req: &HttpRequest, peer_cn: Option<&str>) -> Result<Vec<u8>> {
+fn edge_crt(
+    ca: &CloudCa,
+    req: &HttpRequest,
+    peer_cn: Option<&str>,
+    issuing: &Issuing,
+) -> Result<Vec<u8>> {
     let node = req.header("NodeName").context("missing NodeName header")?;
     match req.header("Authorization") {
         Some(auth) => {
@@ -141,5 +153,5 @@ fn edge_crt(ca: &CloudCa, req: &HttpRequest, peer_cn: Option<&str>) -> Result<Ve
             }
         }
     }
-    ca.sign_csr(&req.body)
+    ca.sign_csr_with(&req.body, issuing)
 }
