@@ -295,3 +295,82 @@ fn a_short_lived_certificate_is_rotated_on_schedule_and_presented_on_a_new_sessi
     assert!(log.contains("node certificate rotated"), "{log}");
     node.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
 }
+
+/// Waits until the simulator has recorded `line` among the bootstrap requests.
+fn wait_request(hub: &CloudHub, line: &str, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !hub.bootstrap_requests().iter().any(|l| l == line) {
+        if Instant::now() >= deadline {
+            bail!(
+                "no {line:?} within {timeout:?}; requests: {:?}",
+                hub.bootstrap_requests()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_refused_rotation_keeps_the_files_and_is_retried_two_seconds_later() {
+    // Valid 25 s: the first try at 17.5–22.5 s, the retry 2 s later, while the current
+    // certificate (which proves the node) still holds.
+    let validity = Duration::from_secs(25);
+    let hub = CloudHub::start(CloudHubOptions {
+        require_node_cn: true,
+        issuing: Issuing {
+            refuse_first: 1,
+            ..Issuing::default()
+        },
+        ..CloudHubOptions::default()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let files = Files::new(dir.path());
+    let first = hub
+        .ca()
+        .client_cert_valid_for(&format!("system:node:{NODE}"), validity)
+        .unwrap();
+    std::fs::write(&files.ca, hub.ca().ca_pem()).unwrap();
+    std::fs::write(&files.cert, &first.cert_pem).unwrap();
+    std::fs::write(&files.key, &first.key_pem).unwrap();
+    let before = files.contents();
+    let config = config(dir.path(), &hub, &files, "");
+    let (mut node, admin) = Daemon::run_local(
+        &dir.path().join("data"),
+        &["--config", config.to_str().unwrap()],
+    )
+    .unwrap();
+    node.wait_healthy(admin, WAIT).unwrap();
+    let sha1 = cert_sha256(&files.cert).unwrap();
+    wait_session_with(&hub, &sha1, WAIT).unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+
+    wait_request(&hub, "/edge.crt 503", Duration::from_secs(25))
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+    let refused = Instant::now();
+    assert!(
+        files.contents() == before,
+        "a refused rotation changed a file"
+    );
+    let sha2 = wait_cert_changed(&files.cert, &sha1, Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+    let retried_after = refused.elapsed();
+    assert!(
+        retried_after >= Duration::from_millis(1500) && retried_after < Duration::from_secs(4),
+        "retried {retried_after:?} after the refusal"
+    );
+    assert_eq!(
+        hub.bootstrap_requests(),
+        vec!["/edge.crt 503".to_owned(), "/edge.crt 200".to_owned()]
+    );
+    wait_session_with(&hub, &sha2, Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+    let log = node.log();
+    assert!(
+        log.contains(
+            "HTTP 503: unavailable (simulated); the current files are kept; retrying in 2s"
+        ),
+        "{log}"
+    );
+    node.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+}

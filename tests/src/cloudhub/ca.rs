@@ -33,6 +33,9 @@ pub struct Issuing {
     pub validity: Option<Duration>,
     /// Issue certificates with this CN instead of the CSR's.
     pub cn: Option<String>,
+    /// Answer the first this many `/edge.crt` requests with 503, as a cloud that is briefly
+    /// unavailable (counted per start of the listener).
+    pub refuse_first: u32,
 }
 
 /// A real CA plus the HMAC secret that signs bootstrap tokens.

@@ -2,6 +2,7 @@
 //! A small HTTP/1.1 reader is enough: one request per connection, answered, then closed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,15 +20,20 @@ pub(super) async fn serve(
     issuing: Issuing,
 ) {
     let acceptor = TlsAcceptor::from(tls);
+    let refusals = Arc::new(AtomicU32::new(issuing.refuse_first));
     while let Ok((tcp, _)) = listener.accept().await {
         let acceptor = acceptor.clone();
         let ca = ca.clone();
         let shared = shared.clone();
         let issuing = issuing.clone();
+        let refusals = refusals.clone();
         tokio::spawn(async move {
             if let Ok(mut stream) = acceptor.accept(tcp).await {
                 let peer_cn = super::tls::peer_cn(stream.get_ref().1.peer_certificates());
                 let (status, body, path) = match read_request(&mut stream).await {
+                    Ok(req) if req.path == "/edge.crt" && take_one(&refusals) => {
+                        (503, b"unavailable (simulated)".to_vec(), req.path)
+                    }
                     Ok(req) => {
                         let (status, body) = answer(&ca, &req, peer_cn.as_deref(), &issuing);
                         (status, body, req.path)
@@ -46,6 +52,12 @@ pub(super) async fn serve(
             }
         });
     }
+}
+
+/// Takes one of the refusals left; false when none are.
+fn take_one(left: &AtomicU32) -> bool {
+    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
 }
 
 struct HttpRequest {
