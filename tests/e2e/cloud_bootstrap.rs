@@ -254,7 +254,7 @@ fn a_short_lived_certificate_is_rotated_on_schedule_and_presented_on_a_new_sessi
         .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
     let at = issued.elapsed();
     assert!(
-        at >= Duration::from_millis(4600) && at <= Duration::from_millis(8500),
+        at >= Duration::from_millis(4500) && at <= Duration::from_millis(8500),
         "rotated {at:?} after issue\n{}",
         node.log()
     );
