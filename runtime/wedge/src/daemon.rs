@@ -197,9 +197,9 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
     tracing::info!("{signal} received; stopping");
     let stopping = Instant::now();
     let orderly = tokio::time::timeout(SHUTDOWN_BUDGET, async {
-        // Modules first (each finishes and acknowledges what it has committed), then the
-        // store's last commits, then the admin API.
-        // (Certificate rotation before them: it would only ask edgehub to redial.)
+        // Certificate rotation (it would only ask edgehub to redial), then the modules (each
+        // finishes and acknowledges what it has committed), then the store's last commits,
+        // then the admin API.
         if let Some(rotation) = cert_rotation {
             rotation.stop().await;
         }
