@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use tokio::sync::mpsc;
 use wedge_core::Message;
 
-pub use ca::{CloudCa, IssuedCert};
+pub use ca::{CloudCa, IssuedCert, Issuing};
 
 /// How the simulator behaves.
 #[derive(Debug, Clone)]
@@ -32,6 +32,11 @@ pub struct CloudHubOptions {
     pub ack_max_resends: u32,
     /// When set, a client certificate must carry CN `system:node:<node_id header>`.
     pub require_node_cn: bool,
+    /// How `/edge.crt` issues certificates (short-lived ones, another CN).
+    pub issuing: Issuing,
+    /// The bootstrap HTTPS endpoint presents a certificate from another CA than the one it
+    /// serves at `/ca.crt`, as an impostor would.
+    pub foreign_bootstrap_cert: bool,
 }
 
 impl Default for CloudHubOptions {
@@ -41,6 +46,8 @@ impl Default for CloudHubOptions {
             ack_resend_period: Duration::from_secs(5),
             ack_max_resends: 4,
             require_node_cn: false,
+            issuing: Issuing::default(),
+            foreign_bootstrap_cert: false,
         }
     }
 }
@@ -63,6 +70,9 @@ pub struct Connection {
     pub node: String,
     /// The client certificate's common name.
     pub cn: String,
+    /// The client certificate's SHA-256 fingerprint (hex of its DER), to tell certificates
+    /// with the same CN apart.
+    pub cert_sha256: String,
     /// The request path.
     pub path: String,
     /// When the handshake finished.
@@ -148,7 +158,12 @@ impl CloudHub {
         self.https_addr = https.local_addr()?;
         let server = self.ca.server_cert(&["127.0.0.1", "localhost"])?;
         let ws_tls = tls::server_config(&self.ca, &server, true)?;
-        let https_tls = tls::server_config(&self.ca, &server, false)?;
+        let https_tls = if self.options.foreign_bootstrap_cert {
+            let impostor = CloudCa::new()?.server_cert(&["127.0.0.1", "localhost"])?;
+            tls::server_config(&self.ca, &impostor, false)?
+        } else {
+            tls::server_config(&self.ca, &server, false)?
+        };
         let _guard = rt.enter();
         let ws = tokio::net::TcpListener::from_std(ws)?;
         let https = tokio::net::TcpListener::from_std(https)?;
@@ -163,6 +178,7 @@ impl CloudHub {
             https_tls,
             self.ca.clone(),
             self.shared.clone(),
+            self.options.issuing.clone(),
         ));
         self.rt = Some(rt);
         Ok(())

@@ -157,6 +157,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         sources.push(twin.clone());
         supervisor.spawn(twin)?;
     }
+    let mut cert_rotation = None;
     if let Some(outbox) = outbox {
         ensure_node_certificate(&modules.edge_hub, &node).await?;
         let settings = wedge_edgehub::link::LinkSettings::from_config(&modules.edge_hub, &node)
@@ -164,7 +165,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         // The hub writes the outbox's metrics too.
         let hub = Arc::new(wedge_edgehub::link::EdgeHub::new(settings, outbox));
         sources.push(hub.clone());
-        supervisor.spawn(hub)?;
+        supervisor.spawn(hub.clone())?;
+        cert_rotation =
+            crate::cert_rotation::RotationSettings::from_config(&modules.edge_hub, &node)
+                .map(|settings| crate::cert_rotation::RotationTask::spawn(settings, hub));
     }
     for (name, enabled) in [
         ("edged", modules.edged.enable),
@@ -204,8 +208,12 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
     tracing::info!("{signal} received; stopping");
     let stopping = Instant::now();
     let orderly = tokio::time::timeout(SHUTDOWN_BUDGET, async {
-        // Modules first (each finishes and acknowledges what it has committed), then the
-        // store's last commits, then the admin API.
+        // Certificate rotation (it would only ask edgehub to redial), then the modules (each
+        // finishes and acknowledges what it has committed), then the store's last commits,
+        // then the admin API.
+        if let Some(rotation) = cert_rotation {
+            rotation.stop().await;
+        }
         supervisor.shutdown().await;
         wasm.shutdown();
         if let Err(e) = store.barrier().await {

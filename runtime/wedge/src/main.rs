@@ -6,6 +6,7 @@
 
 mod admin;
 mod admin_client;
+mod cert_rotation;
 mod cli;
 mod config_cmd;
 mod daemon;

@@ -1,7 +1,7 @@
 //! The simulator's certificate authority: a real ECDSA P-256 CA made with rcgen, the server and
 //! client certificates it issues, and KubeEdge's 4-part bootstrap token signed with HS256.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use base64::Engine;
@@ -23,6 +23,19 @@ pub struct IssuedCert {
     pub key_der: Vec<u8>,
     /// The private key, PEM (`PRIVATE KEY`, PKCS#8).
     pub key_pem: String,
+}
+
+/// How `/edge.crt` deviates from signing the CSR as it is (the default: as asked, valid for as
+/// long as rcgen's default, i.e. practically forever).
+#[derive(Debug, Clone, Default)]
+pub struct Issuing {
+    /// Issue certificates valid from now for this long.
+    pub validity: Option<Duration>,
+    /// Issue certificates with this CN instead of the CSR's.
+    pub cn: Option<String>,
+    /// Answer the first this many `/edge.crt` requests with 503, as a cloud that is briefly
+    /// unavailable (counted per start of the listener).
+    pub refuse_first: u32,
 }
 
 /// A real CA plus the HMAC secret that signs bootstrap tokens.
@@ -82,6 +95,16 @@ impl CloudCa {
         self.issue(params)
     }
 
+    /// A client certificate like [`CloudCa::client_cert`], valid from now for `validity` (for
+    /// tests of rotation, which happens at 70–90 % of the validity).
+    pub fn client_cert_valid_for(&self, cn: &str, validity: Duration) -> Result<IssuedCert> {
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        valid_from_now(&mut params, validity);
+        self.issue(params)
+    }
+
     fn issue(&self, params: CertificateParams) -> Result<IssuedCert> {
         let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
         let cert = params.signed_by(&key, &self.issuer)?;
@@ -95,8 +118,22 @@ impl CloudCa {
 
     /// Signs a CSR (DER) as cloudcore does for `/edge.crt`; returns the certificate DER.
     pub fn sign_csr(&self, csr_der: &[u8]) -> Result<Vec<u8>> {
+        self.sign_csr_with(csr_der, &Issuing::default())
+    }
+
+    /// [`CloudCa::sign_csr`], with the changes `issuing` asks for (a short validity, another
+    /// CN) so tests can see how the node treats such certificates.
+    pub fn sign_csr_with(&self, csr_der: &[u8], issuing: &Issuing) -> Result<Vec<u8>> {
         let der = rustls::pki_types::CertificateSigningRequestDer::from(csr_der);
-        let csr = CertificateSigningRequestParams::from_der(&der).context("malformed CSR")?;
+        let mut csr = CertificateSigningRequestParams::from_der(&der).context("malformed CSR")?;
+        if let Some(validity) = issuing.validity {
+            valid_from_now(&mut csr.params, validity);
+        }
+        if let Some(cn) = &issuing.cn {
+            csr.params
+                .distinguished_name
+                .push(DnType::CommonName, cn.as_str());
+        }
         Ok(csr.signed_by(&self.issuer)?.der().to_vec())
     }
 
@@ -143,6 +180,16 @@ impl CloudCa {
         }
         Ok(())
     }
+}
+
+/// Makes `params` valid from now (X.509 keeps whole seconds) for `validity`.
+fn valid_from_now(params: &mut CertificateParams, validity: Duration) {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let epoch = rcgen::date_time_ymd(1970, 1, 1);
+    params.not_before = epoch + since_epoch;
+    params.not_after = epoch + since_epoch + validity;
 }
 
 fn unix_now() -> u64 {

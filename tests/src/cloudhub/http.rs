@@ -2,13 +2,14 @@
 //! A small HTTP/1.1 reader is enough: one request per connection, answered, then closed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::{CloudCa, Shared};
+use super::{CloudCa, Issuing, Shared};
 
 /// Accepts connections until the runtime is shut down.
 pub(super) async fn serve(
@@ -16,18 +17,25 @@ pub(super) async fn serve(
     tls: Arc<rustls::ServerConfig>,
     ca: Arc<CloudCa>,
     shared: Arc<Shared>,
+    issuing: Issuing,
 ) {
     let acceptor = TlsAcceptor::from(tls);
+    let refusals = Arc::new(AtomicU32::new(issuing.refuse_first));
     while let Ok((tcp, _)) = listener.accept().await {
         let acceptor = acceptor.clone();
         let ca = ca.clone();
         let shared = shared.clone();
+        let issuing = issuing.clone();
+        let refusals = refusals.clone();
         tokio::spawn(async move {
             if let Ok(mut stream) = acceptor.accept(tcp).await {
                 let peer_cn = super::tls::peer_cn(stream.get_ref().1.peer_certificates());
                 let (status, body, path) = match read_request(&mut stream).await {
+                    Ok(req) if req.path == "/edge.crt" && take_one(&refusals) => {
+                        (503, b"unavailable (simulated)".to_vec(), req.path)
+                    }
                     Ok(req) => {
-                        let (status, body) = answer(&ca, &req, peer_cn.as_deref());
+                        let (status, body) = answer(&ca, &req, peer_cn.as_deref(), &issuing);
                         (status, body, req.path)
                     }
                     Err(e) => (400, e.to_string().into_bytes(), String::new()),
@@ -44,6 +52,12 @@ pub(super) async fn serve(
             }
         });
     }
+}
+
+/// Takes one of the refusals left; false when none are.
+fn take_one(left: &AtomicU32) -> bool {
+    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
 }
 
 struct HttpRequest {
@@ -109,13 +123,18 @@ async fn read_request(stream: &mut (impl AsyncReadExt + Unpin)) -> Result<HttpRe
     }
 }
 
-fn answer(ca: &CloudCa, req: &HttpRequest, peer_cn: Option<&str>) -> (u16, Vec<u8>) {
+fn answer(
+    ca: &CloudCa,
+    req: &HttpRequest,
+    peer_cn: Option<&str>,
+    issuing: &Issuing,
+) -> (u16, Vec<u8>) {
     if req.method != "GET" {
         return (405, b"method not allowed".to_vec());
     }
     match req.path.as_str() {
         "/ca.crt" => (200, ca.ca_der()),
-        "/edge.crt" => match edge_crt(ca, req, peer_cn) {
+        "/edge.crt" => match edge_crt(ca, req, peer_cn, issuing) {
             Ok(cert) => (200, cert),
             Err(e) => (401, format!("{e:#}").into_bytes()),
         },
@@ -125,7 +144,12 @@ fn answer(ca: &CloudCa, req: &HttpRequest, peer_cn: Option<&str>) -> (u16, Vec<u
 
 /// Signs the CSR for a valid bearer token, or — for rotation, which sends no token — for a
 /// client certificate of the same node.
-fn edge_crt(ca: &CloudCa, req: &HttpRequest, peer_cn: Option<&str>) -> Result<Vec<u8>> {
+fn edge_crt(
+    ca: &CloudCa,
+    req: &HttpRequest,
+    peer_cn: Option<&str>,
+    issuing: &Issuing,
+) -> Result<Vec<u8>> {
     let node = req.header("NodeName").context("missing NodeName header")?;
     match req.header("Authorization") {
         Some(auth) => {
@@ -141,5 +165,5 @@ fn edge_crt(ca: &CloudCa, req: &HttpRequest, peer_cn: Option<&str>) -> Result<Ve
             }
         }
     }
-    ca.sign_csr(&req.body)
+    ca.sign_csr_with(&req.body, issuing)
 }

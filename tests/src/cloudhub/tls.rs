@@ -42,3 +42,15 @@ pub(super) fn peer_cn(certs: Option<&[CertificateDer<'_>]>) -> Option<String> {
     let cn = cert.subject().iter_common_name().next()?;
     cn.as_str().ok().map(str::to_owned)
 }
+
+/// The SHA-256 of the first peer certificate's DER, hex, if there is one.
+pub(super) fn peer_sha256(certs: Option<&[CertificateDer<'_>]>) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let first = certs?.first()?;
+    Some(
+        Sha256::digest(first.as_ref())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    )
+}

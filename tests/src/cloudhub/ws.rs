@@ -47,6 +47,8 @@ async fn session(
     options: CloudHubOptions,
 ) {
     let cn = super::tls::peer_cn(stream.get_ref().1.peer_certificates()).unwrap_or_default();
+    let cert_sha256 =
+        super::tls::peer_sha256(stream.get_ref().1.peer_certificates()).unwrap_or_default();
     let mut seen = None;
     let mut refused_for = None;
     // tungstenite's callback type fixes the error type; its size is not ours to choose.
@@ -94,6 +96,7 @@ async fn session(
         r.connections.push(Connection {
             node,
             cn,
+            cert_sha256,
             path,
             opened: Instant::now(),
             closed: None,

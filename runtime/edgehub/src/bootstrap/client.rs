@@ -195,7 +195,7 @@ async fn request(
         let mut tls = TlsConnector::from(Arc::new(config))
             .connect(name, tcp)
             .await
-            .map_err(|e| http(format!("TLS handshake failed: {e}")))?;
+            .map_err(|e| http(handshake_failure(&e)))?;
         super::http::get(&mut tls, authority, path, headers, body)
             .await
             .map_err(http)
@@ -211,6 +211,25 @@ async fn request(
         });
     }
     Ok(response.body)
+}
+
+/// Why a TLS handshake failed, in words. A server certificate the CA does not vouch for (the
+/// only certificate check the bootstrap makes, on `/edge.crt`) gets a plain hint on top of
+/// rustls' terse reason (`UnknownIssuer`, `Expired`, ...), since that is what an operator
+/// meets when the address points at something other than the cloud that issued the token.
+fn handshake_failure(e: &std::io::Error) -> String {
+    let invalid_server_cert = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|tls| matches!(tls, rustls::Error::InvalidCertificate(_)));
+    if invalid_server_cert {
+        format!(
+            "TLS handshake failed: {e}; the server's certificate does not verify against the \
+             cloud's CA, so it is not trusted with the certificate request"
+        )
+    } else {
+        format!("TLS handshake failed: {e}")
+    }
 }
 
 /// Accepts any server certificate (still checking the handshake signatures): used only for

@@ -387,6 +387,10 @@ async fn server_certificate_not_from_the_ca_is_refused() {
         )),
         "{text}"
     );
+    assert!(
+        text.ends_with("the server's certificate does not verify against the cloud's CA, so it is not trusted with the certificate request"),
+        "{text}"
+    );
     // The CA was fetched (unverified) but the CSR never left.
     assert_eq!(cloud.seen().len(), 1);
     assert_untouched(dir.path());
