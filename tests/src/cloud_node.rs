@@ -33,6 +33,16 @@ impl CloudNode {
     /// lines indented for the `edgeHub:` mapping, e.g. `"    heartbeat: 2\n"`), starts the node
     /// and waits until it is healthy.
     pub fn start(hub: &CloudHub, edge_hub_extra: &str) -> Result<CloudNode> {
+        CloudNode::start_node(hub, edge_hub_extra, false)
+    }
+
+    /// Like [`CloudNode::start`], with edged running pods on the local Docker engine (its
+    /// `rootDirectory` in the node's temporary directory).
+    pub fn start_with_edged(hub: &CloudHub, edge_hub_extra: &str) -> Result<CloudNode> {
+        CloudNode::start_node(hub, edge_hub_extra, true)
+    }
+
+    fn start_node(hub: &CloudHub, edge_hub_extra: &str, edged: bool) -> Result<CloudNode> {
         let dir = tempfile::tempdir()?;
         let certs = dir.path().join("certs");
         std::fs::create_dir_all(&certs)?;
@@ -44,13 +54,21 @@ impl CloudNode {
         std::fs::create_dir_all(&devices)?;
         std::fs::write(devices.join("devices.yaml"), THERMOMETERS)?;
         let mqtt_port = free_port();
+        let edged = if edged {
+            format!(
+                "    enable: true\n    rootDirectory: {}\n",
+                dir.path().join("kubelet").display()
+            )
+        } else {
+            String::new()
+        };
         let config = format!(
             "apiVersion: edgecore.config.kubeedge.io/v1alpha2
 kind: EdgeCore
 modules:
   edged:
     hostnameOverride: {NODE}
-  eventBus:
+{edged}  eventBus:
     mqttServerInternal: tcp://127.0.0.1:{mqtt_port}
   edgeHub:
     enable: true

@@ -170,8 +170,16 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             crate::cert_rotation::RotationSettings::from_config(&modules.edge_hub, &node)
                 .map(|settings| crate::cert_rotation::RotationTask::spawn(settings, hub));
     }
+    if modules.edged.enable {
+        let edged = &modules.edged;
+        let mut settings =
+            wedge_edged::EdgedSettings::new(node.clone(), edged.root_directory.clone());
+        settings.namespace = edged.register_node_namespace.clone();
+        let edged = Arc::new(wedge_edged::Edged::new(settings));
+        sources.push(edged.clone());
+        supervisor.spawn(edged)?;
+    }
     for (name, enabled) in [
-        ("edged", modules.edged.enable),
         ("serviceBus", modules.service_bus.enable),
         ("edgeStream", modules.edge_stream.enable),
         ("taskManager", modules.task_manager.enable),

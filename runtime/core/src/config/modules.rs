@@ -296,7 +296,7 @@ pub struct Edged {
 impl Default for Edged {
     fn default() -> Self {
         Self {
-            enable: true,
+            enable: false,
             hostname_override: String::new(),
             register_node_namespace: "default".to_owned(),
             report_event: false,

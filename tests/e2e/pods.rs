@@ -1,0 +1,201 @@
+//! Pods through the whole node: the cloud-hub simulator inserts a pod, `wedge run` stores it
+//! (metamanager), runs it on the real Docker engine (edged) and its status reaches the cloud as
+//! a `podpatch`; a restart with the cloud away brings the pod back from local state without
+//! recreating it; a pod deleted from local state while the node is down is removed at start.
+//!
+//! Needs a running Docker engine and the `wedge-test/busybox:1` image (`bash .ci/setup`).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use wedge_core::{Content, Message};
+use wedge_tests::cloud_node::CloudNode;
+use wedge_tests::cloudhub::{CloudHub, CloudHubOptions};
+
+const WAIT: Duration = Duration::from_secs(30);
+const IMAGE: &str = "wedge-test/busybox:1";
+
+/// Ids of running containers of pod `uid`, from the engine itself.
+fn running_containers(uid: &str) -> Result<Vec<String>> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "--quiet",
+            "--no-trunc",
+            "--filter",
+            &format!("label=io.kubernetes.pod.uid={uid}"),
+        ])
+        .output()
+        .context("these tests need the docker CLI and a running engine (bash .ci/setup)")?;
+    if !out.status.success() {
+        bail!(
+            "docker ps failed (is the engine running? bash .ci/setup starts it): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+fn wait_containers(uid: &str, want: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ids = running_containers(uid).unwrap();
+        if want(&ids) {
+            return ids;
+        }
+        assert!(Instant::now() < deadline, "containers of {uid}: {ids:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn check_image() {
+    let ok = Command::new("docker")
+        .args(["image", "inspect", IMAGE])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "these tests need the image {IMAGE} in a running Docker engine (bash .ci/setup)"
+    );
+}
+
+/// The newest pod status the cloud received for pod `name` after `since`.
+fn status_after(hub: &CloudHub, name: &str, since: Instant, want: &str) -> Value {
+    let resource = format!("default/podpatch/{name}");
+    let found = hub
+        .wait_for(
+            |m| {
+                m.at > since
+                    && m.message.as_ref().is_some_and(|msg| {
+                        msg.route.resource == resource
+                            && msg.route.operation == "patch"
+                            && msg
+                                .content
+                                .as_string()
+                                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                                .is_some_and(|p| p["status"]["phase"] == want)
+                    })
+            },
+            WAIT,
+        )
+        .unwrap();
+    let text = found.message.unwrap().content.as_string().unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn pod_insert(name: &str, uid: &str) -> Message {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": uid},
+        "spec": {
+            "nodeName": "edge-1",
+            "containers": [{"name": "app", "image": IMAGE, "imagePullPolicy": "Never",
+                            "command": ["sleep", "3600"]}]
+        }
+    });
+    let mut msg = Message::build(
+        "edgecontroller",
+        "resource",
+        "insert",
+        &format!("default/pod/{name}"),
+        Content::json(&pod).unwrap(),
+    );
+    msg.header.resource_version = "1".into();
+    msg
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", &wedge_core::message::new_id()[..8])
+}
+
+#[test]
+fn a_cloud_pod_runs_on_docker_reports_status_and_survives_an_offline_restart() {
+    check_image();
+    let mut hub = CloudHub::start(CloudHubOptions::default()).unwrap();
+    let mut node = CloudNode::start_with_edged(&hub, "    messageQPS: 0\n").unwrap();
+    hub.wait_connected(WAIT).unwrap();
+    let (name, uid) = (unique("web"), unique("uid"));
+    let start = Instant::now();
+    hub.send_acked(pod_insert(&name, &uid)).unwrap();
+    let patch = status_after(&hub, &name, start, "Running");
+    assert_eq!(patch["metadata"]["uid"], uid.as_str());
+    assert_eq!(patch["status"]["containerStatuses"][0]["ready"], true);
+    let ids = wait_containers(&uid, |ids| ids.len() == 1);
+
+    // Restart with the cloud away: the pod comes back from SQLite, and is not recreated.
+    hub.stop();
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
+    node.restart().unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        running_containers(&uid).unwrap(),
+        ids,
+        "the running container is kept"
+    );
+
+    // The cloud returns: statuses reach it again (the periodic report), same container.
+    hub.restart().unwrap();
+    let back = Instant::now();
+    hub.wait_connected(WAIT).unwrap();
+    status_after(&hub, &name, back, "Running");
+    assert_eq!(
+        running_containers(&uid).unwrap(),
+        ids,
+        "reconnecting recreates nothing"
+    );
+
+    // The cloud deletes the pod: its containers go.
+    let mut delete = Message::build(
+        "edgecontroller",
+        "resource",
+        "delete",
+        &format!("default/pod/{name}"),
+        Content::json(&json!({"metadata": {"name": name, "namespace": "default", "uid": uid}}))
+            .unwrap(),
+    );
+    delete.header.resource_version = "2".into();
+    hub.send_acked(delete).unwrap();
+    wait_containers(&uid, <[String]>::is_empty);
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
+}
+
+#[test]
+fn a_pod_deleted_from_local_state_while_the_node_is_down_is_removed_at_start() {
+    check_image();
+    let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
+    let mut node = CloudNode::start_with_edged(&hub, "    messageQPS: 0\n").unwrap();
+    hub.wait_connected(WAIT).unwrap();
+    let (name, uid) = (unique("gone"), unique("uid"));
+    hub.send_acked(pod_insert(&name, &uid)).unwrap();
+    wait_containers(&uid, |ids| ids.len() == 1);
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
+
+    let db = rusqlite::Connection::open(node.data.join("edgecore.db")).unwrap();
+    let removed = db
+        .execute(
+            "DELETE FROM meta WHERE key = ?1",
+            [format!("default/pod/{name}")],
+        )
+        .unwrap();
+    assert_eq!(removed, 1);
+    drop(db);
+
+    node.restart().unwrap();
+    wait_containers(&uid, <[String]>::is_empty);
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
+}
