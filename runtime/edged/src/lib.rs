@@ -6,6 +6,8 @@
 //! - [`quantity`]: memory and CPU limits as the engine wants them;
 //! - [`engine`]: images and labelled containers through bollard;
 //! - [`plan`]: a pod's container as the engine creates it (command, env, limits, binds);
+//! - [`objects`] and [`projected`]: ConfigMaps and Secrets through metamanager, as volumes
+//!   and environment;
 //! - [`status`]: Kubernetes' pod status and the `podpatch` KubeEdge v1.12+ sends;
 //! - [`module`]: the `edged` module that converges the engine on the stored pods.
 
@@ -13,8 +15,10 @@
 
 pub mod engine;
 pub mod module;
+pub mod objects;
 pub mod plan;
 pub mod pod;
+pub mod projected;
 pub mod quantity;
 pub mod status;
 

@@ -22,6 +22,7 @@ use wedge_core::{Bus, Content, Message, Module, ModuleContext, ModuleError};
 use crate::engine::{Engine, EngineError, ManagedContainer};
 use crate::plan::{container_plan, prepare_volumes, spec_hash};
 use crate::pod::{Pod, validate};
+use crate::projected::{Objects, container_env, write_volumes};
 use crate::status::{Observed, pod_patch, pod_status};
 
 /// How edged runs.
@@ -45,6 +46,8 @@ pub struct EdgedSettings {
     pub max_backoff: Duration,
     /// How long to wait for metamanager's answer to the initial pod query.
     pub query_timeout: Duration,
+    /// How long to wait for a ConfigMap or Secret from metamanager before trying again later.
+    pub object_timeout: Duration,
 }
 
 impl EdgedSettings {
@@ -60,6 +63,7 @@ impl EdgedSettings {
             initial_backoff: Duration::from_secs(10),
             max_backoff: Duration::from_secs(300),
             query_timeout: Duration::from_secs(60),
+            object_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -90,6 +94,8 @@ struct Desired {
     waiting: HashMap<String, (String, String)>,
     /// Per container: earliest next restart and the current back-off.
     backoff: HashMap<String, (Instant, Duration)>,
+    /// ConfigMap and Secret volumes are written (tried at every converge until they are).
+    volumes_ready: bool,
 }
 
 impl Edged {
@@ -165,6 +171,7 @@ impl Turn<'_> {
                 problem,
                 waiting: HashMap::new(),
                 backoff: previous.map(|d| d.backoff).unwrap_or_default(),
+                volumes_ready: false,
             },
         );
     }
@@ -322,6 +329,31 @@ impl Turn<'_> {
             return;
         }
         let pod = desired.pod.clone();
+        let ready = desired.volumes_ready;
+        let bus = self.bus.clone();
+        let mut objects = Objects::new(&bus, &pod, self.settings().object_timeout);
+        if !ready {
+            let written = write_volumes(&pod, &self.settings().pods_root, &mut objects).await;
+            let Some(d) = self.desired.get_mut(uid) else {
+                return;
+            };
+            match written {
+                Ok(()) => {
+                    d.volumes_ready = true;
+                    d.waiting.clear();
+                }
+                Err(message) => {
+                    tracing::warn!(pod = %pod.key(), "volumes not ready: {message}");
+                    for c in &pod.spec.containers {
+                        d.waiting.insert(
+                            c.name.clone(),
+                            ("ContainerCreating".into(), message.clone()),
+                        );
+                    }
+                    return;
+                }
+            }
+        }
         // Containers no longer in the spec.
         for c in ours
             .iter()
@@ -366,7 +398,8 @@ impl Turn<'_> {
                     c.restart_count + 1
                 }
             };
-            self.start_container(uid, &pod, spec, attempt).await;
+            self.start_container(uid, &pod, spec, attempt, &mut objects)
+                .await;
         }
     }
 
@@ -403,24 +436,28 @@ impl Turn<'_> {
         pod: &Pod,
         spec: &crate::pod::Container,
         attempt: u32,
+        objects: &mut Objects<'_>,
     ) {
+        let settings = self.settings();
+        let env = container_env(pod, &settings.node_name, spec, objects).await;
         let outcome = async {
+            let config_error = |message: String| EngineError::Image {
+                reason: "CreateContainerConfigError",
+                message,
+            };
+            let env = env.map_err(config_error)?;
             self.engine
                 .ensure_image(&spec.image, spec.pull_policy())
                 .await?;
-            let settings = self.settings();
             let plan = container_plan(
                 &settings.node_name,
                 pod,
                 spec,
                 attempt,
                 &settings.pods_root,
-                &[],
+                &env,
             )
-            .map_err(|e| EngineError::Image {
-                reason: "CreateContainerConfigError",
-                message: e.message,
-            })?;
+            .map_err(|e| config_error(e.message))?;
             let id = self.engine.create(&plan).await?;
             self.engine.start(&id).await
         }

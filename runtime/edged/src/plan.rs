@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{ContainerPlan, labels};
+use crate::objects::Kind;
 use crate::pod::{Container, Pod, SpecError};
+use crate::projected::volume_dir;
 
 /// A hash of everything about `container` (and the pod-level settings it depends on) that
 /// needs a new container when it changes; metadata such as labels is left out, so an update
@@ -26,19 +28,23 @@ pub fn spec_hash(pod: &Pod, container: &Container) -> String {
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where the host side of the pod's volume `name` lives, and whether it is read-only, for
-/// the volume sources edged provides; `None` for an unknown volume.
-pub fn volume_source(pod: &Pod, name: &str, pods_root: &Path) -> Option<PathBuf> {
+/// Where the host side of the pod's volume `name` lives, and whether it is always mounted
+/// read-only (ConfigMaps and Secrets are); `None` for an unknown volume.
+pub fn volume_source(pod: &Pod, name: &str, pods_root: &Path) -> Option<(PathBuf, bool)> {
     let volume = pod.spec.volumes.iter().find(|v| v.name == name)?;
     let (kind, source) = volume.source.iter().next()?;
+    let uid = &pod.metadata.uid;
     match kind.as_str() {
-        "hostPath" => source["path"].as_str().map(PathBuf::from),
-        "emptyDir" => Some(
+        "hostPath" => source["path"].as_str().map(|p| (PathBuf::from(p), false)),
+        "emptyDir" => Some((
             pods_root
-                .join(&pod.metadata.uid)
+                .join(uid)
                 .join("volumes/kubernetes.io~empty-dir")
                 .join(name),
-        ),
+            false,
+        )),
+        "configMap" => Some((volume_dir(pods_root, uid, Kind::ConfigMap, name), true)),
+        "secret" => Some((volume_dir(pods_root, uid, Kind::Secret, name), true)),
         _ => None,
     }
 }
@@ -58,7 +64,7 @@ pub fn prepare_volumes(pod: &Pod, pods_root: &Path) -> Result<(), SpecError> {
         if !create {
             continue;
         }
-        if let Some(dir) = volume_source(pod, &volume.name, pods_root) {
+        if let Some((dir, _)) = volume_source(pod, &volume.name, pods_root) {
             std::fs::create_dir_all(&dir).map_err(|e| SpecError {
                 reason: "VolumeSetupFailed",
                 message: format!(
@@ -73,16 +79,14 @@ pub fn prepare_volumes(pod: &Pod, pods_root: &Path) -> Result<(), SpecError> {
 }
 
 /// The plan of the `attempt`-th container (0 for the first) for `container` of `pod` on
-/// node `node`.
-/// Literal env values only: references (`valueFrom`) are resolved by the caller and passed
-/// in `resolved_env`.
+/// node `node`, with its environment `env` already resolved (`projected::container_env`).
 pub fn container_plan(
     node: &str,
     pod: &Pod,
     container: &Container,
     attempt: u32,
     pods_root: &Path,
-    resolved_env: &[(String, String)],
+    env: &[(String, String)],
 ) -> Result<ContainerPlan, SpecError> {
     let ns = pod.namespace();
     let name = &pod.metadata.name;
@@ -97,22 +101,22 @@ pub fn container_plan(
         (labels::CONTAINER_HASH.to_owned(), spec_hash(pod, container)),
         (labels::RESTART_COUNT.to_owned(), attempt.to_string()),
     ]);
-    let mut env: Vec<String> = container
-        .env
-        .iter()
-        .filter_map(|e| e.value.as_ref().map(|v| format!("{}={v}", e.name)))
-        .collect();
-    env.extend(resolved_env.iter().map(|(k, v)| format!("{k}={v}")));
+    let env = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut binds = Vec::new();
     for mount in &container.volume_mounts {
-        let host = volume_source(pod, &mount.name, pods_root).ok_or_else(|| SpecError {
-            reason: "InvalidPodSpec",
-            message: format!(
-                "container {}: volume {:?} has no host directory",
-                container.name, mount.name
-            ),
-        })?;
-        let mode = if mount.read_only { ":ro" } else { "" };
+        let (host, read_only) =
+            volume_source(pod, &mount.name, pods_root).ok_or_else(|| SpecError {
+                reason: "InvalidPodSpec",
+                message: format!(
+                    "container {}: volume {:?} has no host directory",
+                    container.name, mount.name
+                ),
+            })?;
+        let mode = if mount.read_only || read_only {
+            ":ro"
+        } else {
+            ""
+        };
         binds.push(format!("{}:{}{mode}", host.display(), mount.mount_path));
     }
     let limit = |key: &str| container.resources.limits.get(key);
@@ -184,7 +188,10 @@ mod tests {
             &p.spec.containers[0],
             2,
             Path::new("/pods"),
-            &[("FROM".into(), "s3cret".into())],
+            &[
+                ("MODE".into(), "edge".into()),
+                ("FROM".into(), "s3cret".into()),
+            ],
         )
         .unwrap();
         assert_eq!(plan.name, "k8s_app_web_apps_u-9_2");

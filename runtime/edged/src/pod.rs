@@ -84,6 +84,9 @@ pub struct Container {
     /// Environment.
     #[serde(default)]
     pub env: Vec<EnvVar>,
+    /// Whole ConfigMaps or Secrets as environment (`configMapRef`/`secretRef`, `prefix`).
+    #[serde(default)]
+    pub env_from: Vec<serde_json::Value>,
     /// Ports (published on the host when `hostPort` is set).
     #[serde(default)]
     pub ports: Vec<ContainerPort>,
@@ -111,7 +114,7 @@ pub struct EnvVar {
     /// Literal value.
     #[serde(default)]
     pub value: Option<String>,
-    /// A reference (configMap/secret key); resolved by the volume and reference support.
+    /// A reference (`configMapKeyRef`, `secretKeyRef`, `fieldRef`); see `projected`.
     #[serde(default)]
     pub value_from: Option<serde_json::Value>,
 }
@@ -161,9 +164,8 @@ pub struct Volume {
     pub source: BTreeMap<String, serde_json::Value>,
 }
 
-/// Volume sources edged knows how to provide (configMap and secret volumes come with their
-/// content's offline cache).
-pub const SUPPORTED_VOLUME_SOURCES: [&str; 2] = ["hostPath", "emptyDir"];
+/// Volume sources edged knows how to provide.
+pub const SUPPORTED_VOLUME_SOURCES: [&str; 4] = ["hostPath", "emptyDir", "configMap", "secret"];
 
 /// Why a pod cannot be run as specified; the text goes into the pod's status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -45,6 +45,8 @@ struct Node {
     deleted: Vec<String>,
     /// The node name, unique per test so that parallel tests own separate containers.
     name: String,
+    /// ConfigMaps and Secrets metamanager holds, by `<ns>/<type>/<name>`.
+    objects: HashMap<String, Value>,
 }
 
 fn unique(prefix: &str) -> String {
@@ -99,6 +101,7 @@ impl Node {
             statuses: HashMap::new(),
             deleted: Vec::new(),
             name,
+            objects: HashMap::new(),
         }
     }
 
@@ -134,6 +137,19 @@ impl Node {
         }
     }
 
+    /// Plays metamanager for `d`: answers queries and records statuses.
+    async fn serve_for(&mut self, d: Duration) {
+        let until = Instant::now() + d;
+        while let Ok(Some(msg)) = tokio::time::timeout(
+            until.saturating_duration_since(Instant::now()),
+            self.meta.recv(),
+        )
+        .await
+        {
+            self.take(msg);
+        }
+    }
+
     fn take(&mut self, msg: Message) {
         let resource = msg.route.resource.clone();
         match msg.route.operation.as_str() {
@@ -146,6 +162,19 @@ impl Node {
                 self.statuses.insert(name, patch["status"].clone());
             }
             "delete" => self.deleted.push(resource),
+            // Answered as metamanager does from its table: a list of stored JSON strings.
+            "query" => {
+                let values: Vec<String> = self
+                    .objects
+                    .get(&resource)
+                    .map(|o| vec![o.to_string()])
+                    .unwrap_or_default();
+                let reply = msg.response(Content::json(&values).unwrap());
+                assert!(
+                    self.bus.send_response(reply).is_none(),
+                    "edged waits for {resource}"
+                );
+            }
             other => panic!("unexpected {other} {resource}"),
         }
     }
@@ -196,17 +225,47 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
         &name,
         json!({
             "containers": [
-                sleeper("writer", "echo hello > /shared/greeting; sleep 3600"),
-                sleeper("reader", "while [ ! -f /shared/greeting ]; do sleep 0.1; done; sleep 3600"),
+                sleeper("writer", "echo hello > /shared/greeting; cat /config/mode > /shared/mode; sleep 3600"),
+                sleeper("reader", "while [ ! -f /shared/greeting ]; do sleep 0.1; done; echo \"$TOKEN\" > /shared/token; sleep 3600"),
             ],
-            "volumes": [{"name": "shared", "emptyDir": {}}],
+            "volumes": [
+                {"name": "shared", "emptyDir": {}},
+                {"name": "config", "configMap": {"name": "app-config"}},
+                {"name": "creds", "secret": {"secretName": "app-creds"}},
+            ],
         }),
     );
     for c in web["spec"]["containers"].as_array_mut().unwrap() {
-        c["volumeMounts"] = json!([{"name": "shared", "mountPath": "/shared"}]);
+        c["volumeMounts"] = json!([
+            {"name": "shared", "mountPath": "/shared"},
+            {"name": "config", "mountPath": "/config"},
+            {"name": "creds", "mountPath": "/creds"},
+        ]);
     }
+    web["spec"]["containers"][1]["env"] = json!([{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "app-creds", "key": "token"}}}]);
     let mut node = Node::start(&[], None).await;
+    // Without its ConfigMap the pod waits, and says why.
     node.send("insert", &web).await;
+    let waiting = node
+        .wait_status(&name, |s| {
+            s["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+        })
+        .await;
+    assert!(
+        waiting["containerStatuses"][0]["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("configmap \"app-config\" not found"),
+        "{waiting}"
+    );
+    node.objects.insert(
+        "default/configmap/app-config".into(),
+        json!({"metadata": {"name": "app-config"}, "data": {"mode": "edge"}}),
+    );
+    node.objects.insert(
+        "default/secret/app-creds".into(),
+        json!({"metadata": {"name": "app-creds"}, "data": {"token": "czNjcmV0"}}),
+    );
     let status = node.wait_status(&name, |s| running(s, 2)).await;
     assert_eq!(
         status["conditions"][1],
@@ -223,6 +282,37 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
         .join(uid(&web))
         .join("volumes/kubernetes.io~empty-dir/shared/greeting");
     assert_eq!(std::fs::read_to_string(&greeting).unwrap(), "hello\n");
+    let shared = greeting.parent().unwrap();
+    let deadline = Instant::now() + WAIT;
+    while !shared.join("token").exists() || !shared.join("mode").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the containers did not write their files"
+        );
+        node.serve_for(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(shared.join("mode")).unwrap(),
+        "edge",
+        "configMap volume"
+    );
+    assert_eq!(
+        std::fs::read_to_string(shared.join("token")).unwrap(),
+        "s3cret\n",
+        "env from a secret"
+    );
+    let secret_file = node
+        .root
+        .path()
+        .join("pods")
+        .join(uid(&web))
+        .join("volumes/kubernetes.io~secret/creds/token");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&secret_file)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o400, "secret files are 0400");
     let before = node.containers(uid(&web)).await;
     assert_eq!(
         before
@@ -240,7 +330,7 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
     // Metadata only: the containers stay.
     web["metadata"]["labels"] = json!({"tier": "edge"});
     node.send("update", &web).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    node.serve_for(Duration::from_millis(800)).await;
     let same = node.containers(uid(&web)).await;
     assert_eq!(
         same.iter().map(|c| &c.id).collect::<Vec<_>>(),
@@ -250,6 +340,7 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
     // A changed container is recreated; the other one stays.
     web["spec"]["containers"][1]["command"] =
         json!(["sh", "-c", "cat /shared/greeting; sleep 3601"]);
+    web["spec"]["containers"][1]["env"] = json!([]);
     node.send("update", &web).await;
     let deadline = Instant::now() + WAIT;
     loop {
@@ -262,7 +353,7 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
             break;
         }
         assert!(Instant::now() < deadline, "reader not recreated: {now:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        node.serve_for(Duration::from_millis(100)).await;
     }
 
     node.send("delete", &web).await;
@@ -272,7 +363,7 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
             Instant::now() < deadline,
             "containers of the deleted pod remain"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        node.serve_for(Duration::from_millis(100)).await;
     }
     assert!(!greeting.exists(), "the pod's directory is removed");
     let deadline = Instant::now() + WAIT;
@@ -403,7 +494,7 @@ async fn a_restart_keeps_stored_pods_running_and_removes_orphans() {
     let deadline = Instant::now() + WAIT;
     while !node.containers(uid(&drop)).await.is_empty() {
         assert!(Instant::now() < deadline, "orphan containers remain");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        node.serve_for(Duration::from_millis(100)).await;
     }
     node.send("delete", &keep).await;
     let name = node.name.clone();
