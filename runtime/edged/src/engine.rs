@@ -288,6 +288,61 @@ impl Engine {
         self.remove(id).await
     }
 
+    /// Stops a container (SIGTERM, then SIGKILL after `grace`) and keeps it, so its restart
+    /// goes through the pod's restart policy like any exit.
+    pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
+        let stop = StopContainerOptions {
+            t: Some(i32::try_from(grace.as_secs()).unwrap_or(i32::MAX)),
+            ..Default::default()
+        };
+        match self.docker.stop_container(id, Some(stop)).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(call(format!("stop container {id}"))(e)),
+        }
+    }
+
+    /// Runs `cmd` in a running container and returns its exit code and output (stdout and
+    /// stderr, as text); the caller bounds the time.
+    pub async fn exec(&self, id: &str, cmd: &[String]) -> Result<(i64, String), EngineError> {
+        use bollard::exec::{CreateExecOptions, StartExecResults};
+        let options = CreateExecOptions {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            cmd: Some(cmd.to_vec()),
+            ..Default::default()
+        };
+        let exec = self
+            .docker
+            .create_exec(id, options)
+            .await
+            .map_err(call(format!("exec in {id}")))?;
+        let mut output = String::new();
+        if let StartExecResults::Attached {
+            output: mut out, ..
+        } = self
+            .docker
+            .start_exec(&exec.id, None)
+            .await
+            .map_err(call(format!("start exec in {id}")))?
+        {
+            while let Some(Ok(chunk)) = out.next().await {
+                if output.len() < 4096 {
+                    output.push_str(&chunk.to_string());
+                }
+            }
+        }
+        let inspected = self
+            .docker
+            .inspect_exec(&exec.id)
+            .await
+            .map_err(call(format!("inspect exec in {id}")))?;
+        Ok((inspected.exit_code.unwrap_or(-1), output))
+    }
+
     /// Removes a stopped container; a container already gone is not an error.
     pub async fn remove(&self, id: &str) -> Result<(), EngineError> {
         let options = RemoveContainerOptions {

@@ -8,6 +8,7 @@
 //! - [`plan`]: a pod's container as the engine creates it (command, env, limits, binds);
 //! - [`objects`] and [`projected`]: ConfigMaps and Secrets through metamanager, as volumes
 //!   and environment;
+//! - [`probe`]: liveness, readiness and startup probes (exec, httpGet, tcpSocket);
 //! - [`status`]: Kubernetes' pod status and the `podpatch` KubeEdge v1.12+ sends;
 //! - [`module`]: the `edged` module that converges the engine on the stored pods.
 
@@ -18,6 +19,7 @@ pub mod module;
 pub mod objects;
 pub mod plan;
 pub mod pod;
+pub mod probe;
 pub mod projected;
 pub mod quantity;
 pub mod status;

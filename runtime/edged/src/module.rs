@@ -15,6 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::mpsc;
+
 use wedge_core::message::{group, module, operation};
 use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_core::{Bus, Content, Message, Module, ModuleContext, ModuleError};
@@ -22,6 +24,7 @@ use wedge_core::{Bus, Content, Message, Module, ModuleContext, ModuleError};
 use crate::engine::{Engine, EngineError, ManagedContainer};
 use crate::plan::{container_plan, prepare_volumes, spec_hash};
 use crate::pod::{Pod, validate};
+use crate::probe::{ProbeKind, Prober, Verdict};
 use crate::projected::{Objects, container_env, write_volumes};
 use crate::status::{Observed, pod_patch, pod_status};
 
@@ -146,6 +149,19 @@ struct Turn<'a> {
     desired: BTreeMap<String, Desired>,
     /// Last status sent per pod uid.
     reported: HashMap<String, String>,
+    /// Probe state per (pod uid, container name), for the running container.
+    probers: HashMap<(String, String), Prober>,
+    /// Where probe tasks send their results.
+    probe_results: mpsc::Sender<ProbeResult>,
+}
+
+/// One probe's outcome, from its task back to the module's loop.
+struct ProbeResult {
+    uid: String,
+    container: String,
+    container_id: String,
+    kind: ProbeKind,
+    outcome: Result<(), String>,
 }
 
 impl Turn<'_> {
@@ -517,6 +533,29 @@ impl Turn<'_> {
                     .get(&spec.name)
                     .filter(|_| !run.as_ref().is_some_and(|r| r.running))
                     .cloned();
+                let key = (uid.clone(), spec.name.clone());
+                let ready = match (newest, &run) {
+                    (Some(c), Some(r)) if r.running => {
+                        let ip = if d.pod.spec.host_network || r.ip.is_empty() {
+                            "127.0.0.1"
+                        } else {
+                            r.ip.as_str()
+                        };
+                        let prober = self
+                            .probers
+                            .entry(key)
+                            .or_insert_with(|| Prober::new(c.id.clone(), spec, Instant::now()));
+                        if prober.container_id != c.id {
+                            *prober = Prober::new(c.id.clone(), spec, Instant::now());
+                        }
+                        schedule_probes(prober, &self.engine, &self.probe_results, uid, spec, ip);
+                        prober.ready()
+                    }
+                    _ => {
+                        self.probers.remove(&key);
+                        false
+                    }
+                };
                 observed.push(Observed {
                     name: spec.name.clone(),
                     image: spec.image.clone(),
@@ -524,6 +563,7 @@ impl Turn<'_> {
                     run,
                     restart_count: newest.map(|c| c.restart_count).unwrap_or(0),
                     waiting,
+                    ready,
                 });
             }
             let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
@@ -554,6 +594,75 @@ impl Turn<'_> {
     }
 }
 
+/// Starts every probe of `spec` that is due, each in its own task (a slow probe never holds
+/// up the loop); results come back through `results`.
+fn schedule_probes(
+    prober: &mut Prober,
+    engine: &Engine,
+    results: &mpsc::Sender<ProbeResult>,
+    uid: &str,
+    spec: &crate::pod::Container,
+    ip: &str,
+) {
+    let now = Instant::now();
+    for kind in ProbeKind::ALL {
+        let Some(probe) = kind.of(spec) else {
+            continue;
+        };
+        if !prober.due(kind, probe, now) {
+            continue;
+        }
+        prober.begin(kind, now);
+        let (engine, results, probe, spec) =
+            (engine.clone(), results.clone(), probe.clone(), spec.clone());
+        let (uid, id, ip) = (uid.to_owned(), prober.container_id.clone(), ip.to_owned());
+        tokio::spawn(async move {
+            let outcome = crate::probe::run(&engine, &id, &ip, &spec, &probe).await;
+            let _ = results
+                .send(ProbeResult {
+                    uid,
+                    container: spec.name,
+                    container_id: id,
+                    kind,
+                    outcome,
+                })
+                .await;
+        });
+    }
+}
+
+impl Turn<'_> {
+    /// Books a probe result; a failed liveness or startup probe stops the container, and the
+    /// restart policy (with its back-off) takes over from there.
+    async fn probed(&mut self, r: ProbeResult) {
+        let key = (r.uid.clone(), r.container.clone());
+        let Some(spec) = self
+            .desired
+            .get(&r.uid)
+            .and_then(|d| d.pod.spec.containers.iter().find(|c| c.name == r.container))
+        else {
+            return;
+        };
+        let (Some(probe), Some(prober)) = (r.kind.of(spec), self.probers.get_mut(&key)) else {
+            return;
+        };
+        if prober.container_id != r.container_id {
+            return;
+        }
+        if let Verdict::Restart(why) = prober.record(r.kind, probe, &r.outcome) {
+            tracing::info!(pod = %r.uid, container = %r.container, "{why}; killing the container");
+            self.probers.remove(&key);
+            if let Err(e) = self
+                .engine
+                .stop(&r.container_id, self.settings().stop_grace)
+                .await
+            {
+                tracing::warn!(container = %r.container_id, "container not stopped: {e}");
+            }
+        }
+    }
+}
+
 impl Module for Edged {
     fn name(&self) -> &'static str {
         module::EDGED
@@ -566,12 +675,15 @@ impl Module for Edged {
     async fn run(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), ModuleError> {
         let engine = Engine::connect().await.map_err(Box::new)?;
         ctx.ready();
+        let (probe_results, mut probed) = mpsc::channel(256);
         let mut turn = Turn {
             edged: &self,
             engine,
             bus: ctx.bus().clone(),
             desired: BTreeMap::new(),
             reported: HashMap::new(),
+            probers: HashMap::new(),
+            probe_results,
         };
         let stored = tokio::select! {
             pods = self.stored_pods(ctx.bus()) => pods.map_err(ModuleError::from)?,
@@ -602,6 +714,10 @@ impl Module for Edged {
                     turn.report(false).await;
                 }
                 _ = resend.tick() => turn.report(true).await,
+                Some(result) = probed.recv() => {
+                    turn.probed(result).await;
+                    turn.report(false).await;
+                }
             }
         }
     }

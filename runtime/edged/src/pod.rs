@@ -103,6 +103,95 @@ pub struct Container {
     /// Volume mounts.
     #[serde(default)]
     pub volume_mounts: Vec<VolumeMount>,
+    /// Restarts the container when it fails.
+    #[serde(default)]
+    pub liveness_probe: Option<Probe>,
+    /// Gates the container's (and the pod's) readiness.
+    #[serde(default)]
+    pub readiness_probe: Option<Probe>,
+    /// Holds the other probes until it succeeds; restarts the container when it fails.
+    #[serde(default)]
+    pub startup_probe: Option<Probe>,
+}
+
+/// A probe: one action and its timing (Kubernetes' defaults).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Probe {
+    /// Run a command in the container; exit 0 is success.
+    #[serde(default)]
+    pub exec: Option<ExecAction>,
+    /// HTTP GET; a status from 200 to 399 is success.
+    #[serde(default)]
+    pub http_get: Option<HttpGetAction>,
+    /// A TCP connection that opens is success.
+    #[serde(default)]
+    pub tcp_socket: Option<TcpSocketAction>,
+    /// Seconds after the container starts before the first probe.
+    #[serde(default)]
+    pub initial_delay_seconds: u32,
+    /// Seconds between probes (10).
+    #[serde(default)]
+    pub period_seconds: Option<u32>,
+    /// Seconds a probe may take (1).
+    #[serde(default)]
+    pub timeout_seconds: Option<u32>,
+    /// Consecutive successes that count (1).
+    #[serde(default)]
+    pub success_threshold: Option<u32>,
+    /// Consecutive failures that count (3).
+    #[serde(default)]
+    pub failure_threshold: Option<u32>,
+}
+
+impl Probe {
+    /// Seconds between probes.
+    pub fn period(&self) -> u32 {
+        self.period_seconds.unwrap_or(10).max(1)
+    }
+    /// Seconds a probe may take.
+    pub fn timeout(&self) -> u32 {
+        self.timeout_seconds.unwrap_or(1).max(1)
+    }
+    /// Consecutive successes needed.
+    pub fn successes(&self) -> u32 {
+        self.success_threshold.unwrap_or(1).max(1)
+    }
+    /// Consecutive failures needed.
+    pub fn failures(&self) -> u32 {
+        self.failure_threshold.unwrap_or(3).max(1)
+    }
+}
+
+/// `exec` probe action.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct ExecAction {
+    /// The command (no shell unless it names one).
+    #[serde(default)]
+    pub command: Vec<String>,
+}
+
+/// `httpGet` probe action.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct HttpGetAction {
+    /// Path (default `/`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Port number or the name of a container port.
+    pub port: serde_json::Value,
+    /// Host to connect to (default: the pod's IP).
+    #[serde(default)]
+    pub host: Option<String>,
+}
+
+/// `tcpSocket` probe action.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct TcpSocketAction {
+    /// Port number or the name of a container port.
+    pub port: serde_json::Value,
+    /// Host to connect to (default: the pod's IP).
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// An environment variable.
@@ -123,6 +212,9 @@ pub struct EnvVar {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerPort {
+    /// Name, which probes may use instead of the number.
+    #[serde(default)]
+    pub name: Option<String>,
     /// Port inside the container.
     pub container_port: u16,
     /// Port on the host, if published.

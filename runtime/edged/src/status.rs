@@ -21,6 +21,9 @@ pub struct Observed {
     pub restart_count: u32,
     /// Why it is not running yet (`ErrImagePull`, `CrashLoopBackOff`...), with a message.
     pub waiting: Option<(String, String)>,
+    /// While running: whether its probes let it count as ready (startup passed, readiness
+    /// succeeding; true without probes).
+    pub ready: bool,
 }
 
 /// Phase of the pod from its containers and restart policy (Kubernetes' rules).
@@ -66,7 +69,7 @@ fn container_status(c: &Observed) -> Value {
         ),
         (None, Some(run)) if run.running => (
             json!({"running": {"startedAt": run.started_at}}),
-            true,
+            c.ready,
             true,
         ),
         (None, Some(run)) if !never_started(run) => {
@@ -125,7 +128,7 @@ pub fn pod_status(
         && !containers.is_empty()
         && containers
             .iter()
-            .all(|c| c.waiting.is_none() && c.run.as_ref().is_some_and(|r| r.running));
+            .all(|c| c.ready && c.waiting.is_none() && c.run.as_ref().is_some_and(|r| r.running));
     let flag = |b: bool| if b { "True" } else { "False" };
     let mut status = json!({
         "phase": phase,
@@ -188,6 +191,7 @@ mod tests {
             }),
             restart_count: 0,
             waiting: None,
+            ready: true,
         }
     }
 

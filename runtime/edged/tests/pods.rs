@@ -501,3 +501,61 @@ async fn a_restart_keeps_stored_pods_running_and_removes_orphans() {
     node.stop().await;
     remove_all(&name).await;
 }
+
+#[tokio::test]
+async fn a_failing_liveness_probe_restarts_and_readiness_gates_ready() {
+    let sick = unique("sick");
+    let slow = unique("slow");
+    let mut liveness = pod(
+        &sick,
+        json!({"containers": [sleeper("app", "sleep 2; touch /tmp/dead; sleep 3600")]}),
+    );
+    liveness["spec"]["containers"][0]["livenessProbe"] = json!({
+        "exec": {"command": ["sh", "-c", "test ! -f /tmp/dead"]},
+        "periodSeconds": 1, "failureThreshold": 2
+    });
+    let mut readiness = pod(
+        &slow,
+        json!({"containers": [sleeper(
+            "web",
+            "mkdir -p /www; httpd -p 8080 -h /www; sleep 2; echo ok > /www/ready; sleep 3600"
+        )]}),
+    );
+    readiness["spec"]["containers"][0]["ports"] = json!([{"name": "http", "containerPort": 8080}]);
+    readiness["spec"]["containers"][0]["startupProbe"] =
+        json!({"tcpSocket": {"port": "http"}, "periodSeconds": 1, "failureThreshold": 30});
+    readiness["spec"]["containers"][0]["readinessProbe"] =
+        json!({"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 1});
+    let mut node = Node::start(&[], None).await;
+    node.send("insert", &liveness).await;
+    node.send("insert", &readiness).await;
+
+    // Running but not ready until /ready answers 200.
+    let status = node
+        .wait_status(&slow, |s| {
+            s["phase"] == "Running" && s["containerStatuses"][0]["started"] == true
+        })
+        .await;
+    assert_eq!(status["containerStatuses"][0]["ready"], false, "{status}");
+    assert_eq!(
+        status["conditions"][1],
+        json!({"type": "Ready", "status": "False"})
+    );
+    let status = node.wait_status(&slow, |s| running(s, 1)).await;
+    assert_eq!(
+        status["conditions"][1],
+        json!({"type": "Ready", "status": "True"})
+    );
+    assert_eq!(status["containerStatuses"][0]["restartCount"], 0);
+
+    // The liveness probe fails twice once /tmp/dead exists: the container is restarted.
+    let status = node
+        .wait_status(&sick, |s| {
+            s["containerStatuses"][0]["restartCount"].as_u64() >= Some(1)
+        })
+        .await;
+    assert_eq!(status["phase"], "Running", "{status}");
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
