@@ -199,3 +199,78 @@ fn a_pod_deleted_from_local_state_while_the_node_is_down_is_removed_at_start() {
         .stop(libc::SIGTERM, Duration::from_secs(10))
         .unwrap();
 }
+
+/// Answers the node's remote call on `resource` (op `op`) the way cloudcore does: a response
+/// carrying the object, with the call's id as parent.
+fn answer_remote(hub: &CloudHub, op: &str, resource: &str) -> Message {
+    let call = hub
+        .wait_for(
+            |m| {
+                m.message
+                    .as_ref()
+                    .is_some_and(|m| m.route.operation == op && m.route.resource == resource)
+            },
+            WAIT,
+        )
+        .unwrap()
+        .message
+        .unwrap();
+    let object: Value = serde_json::from_str(call.content.raw()).unwrap();
+    let mut reply = call.response(Content::json(&json!({"Object": object, "Err": null})).unwrap());
+    reply.route.source = "edgecontroller".into();
+    reply.route.group = "resource".into();
+    hub.send(reply).unwrap();
+    call
+}
+
+#[test]
+fn the_node_registers_reports_its_status_and_renews_its_lease() {
+    check_image();
+    let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
+    let mut node = CloudNode::start_with_edged(&hub, "    messageQPS: 0\n").unwrap();
+    hub.wait_connected(WAIT).unwrap();
+
+    let register = answer_remote(&hub, "insert", "null/node/edge-1");
+    let object: Value = serde_json::from_str(register.content.raw()).unwrap();
+    assert_eq!(object["kind"], "Node");
+    let cpus = std::thread::available_parallelism()
+        .unwrap()
+        .get()
+        .to_string();
+    assert_eq!(object["status"]["capacity"]["cpu"], cpus.as_str());
+    assert!(
+        object["status"]["capacity"]["memory"]
+            .as_str()
+            .unwrap()
+            .ends_with("Ki")
+    );
+    assert!(
+        object["status"]["nodeInfo"]["containerRuntimeVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("docker://")
+    );
+
+    // Then the lease, created once, and the node status as a nodepatch.
+    let lease = answer_remote(&hub, "insert", "kube-node-lease/lease/edge-1");
+    let lease: Value = serde_json::from_str(lease.content.raw()).unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "edge-1");
+    let patch = hub
+        .wait_for(
+            |m| {
+                m.message.as_ref().is_some_and(|m| {
+                    m.route.operation == "patch" && m.route.resource == "null/nodepatch/edge-1"
+                })
+            },
+            WAIT,
+        )
+        .unwrap()
+        .message
+        .unwrap();
+    let patch: Value = serde_json::from_str(&patch.content.as_string().unwrap()).unwrap();
+    assert_eq!(patch["status"]["conditions"][0]["type"], "Ready");
+    assert_eq!(patch["status"]["conditions"][0]["status"], "True");
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
+}

@@ -167,6 +167,16 @@ impl Engine {
         Ok(Engine { docker })
     }
 
+    /// The engine's version (`20.10.24+dfsg1`), as the node reports its runtime.
+    pub async fn version(&self) -> Result<String, EngineError> {
+        let v = self
+            .docker
+            .version()
+            .await
+            .map_err(call("engine version"))?;
+        Ok(v.version.unwrap_or_default())
+    }
+
     /// The bollard client, for what this type does not wrap.
     pub fn docker(&self) -> &Docker {
         &self.docker

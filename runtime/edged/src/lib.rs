@@ -10,12 +10,14 @@
 //!   and environment;
 //! - [`probe`]: liveness, readiness and startup probes (exec, httpGet, tcpSocket);
 //! - [`status`]: Kubernetes' pod status and the `podpatch` KubeEdge v1.12+ sends;
+//! - [`node`]: node registration, status and lease through metamanager;
 //! - [`module`]: the `edged` module that converges the engine on the stored pods.
 
 #![warn(missing_docs)]
 
 pub mod engine;
 pub mod module;
+pub mod node;
 pub mod objects;
 pub mod plan;
 pub mod pod;

@@ -51,6 +51,9 @@ pub struct EdgedSettings {
     pub query_timeout: Duration,
     /// How long to wait for a ConfigMap or Secret from metamanager before trying again later.
     pub object_timeout: Duration,
+    /// Registration, node status and lease timing; `None` leaves the node unreported (tests
+    /// of pods alone).
+    pub node_report: Option<crate::node::NodeReportSettings>,
 }
 
 impl EdgedSettings {
@@ -67,6 +70,7 @@ impl EdgedSettings {
             max_backoff: Duration::from_secs(300),
             query_timeout: Duration::from_secs(60),
             object_timeout: Duration::from_secs(10),
+            node_report: None,
         }
     }
 }
@@ -153,6 +157,8 @@ struct Turn<'a> {
     probers: HashMap<(String, String), Prober>,
     /// Where probe tasks send their results.
     probe_results: mpsc::Sender<ProbeResult>,
+    /// The node's address, reported as the pods' `hostIP`.
+    host_ip: Option<String>,
 }
 
 /// One probe's outcome, from its task back to the module's loop.
@@ -567,7 +573,7 @@ impl Turn<'_> {
                 });
             }
             let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
-            let status = pod_status(&d.pod, &observed, problem, None);
+            let status = pod_status(&d.pod, &observed, problem, self.host_ip.as_deref());
             let patch = pod_patch(&d.pod, &status);
             if force || self.reported.get(uid) != Some(&patch) {
                 patches.push((uid.clone(), d.pod.clone(), patch));
@@ -675,6 +681,17 @@ impl Module for Edged {
     async fn run(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), ModuleError> {
         let engine = Engine::connect().await.map_err(Box::new)?;
         ctx.ready();
+        let stop_reports = ctx.token().child_token();
+        let _stop_reports = stop_reports.clone().drop_guard();
+        if let Some(settings) = self.settings.node_report.clone() {
+            let version = engine.version().await.unwrap_or_default();
+            tokio::spawn(crate::node::report(
+                ctx.bus().clone(),
+                settings,
+                version,
+                stop_reports,
+            ));
+        }
         let (probe_results, mut probed) = mpsc::channel(256);
         let mut turn = Turn {
             edged: &self,
@@ -684,6 +701,7 @@ impl Module for Edged {
             reported: HashMap::new(),
             probers: HashMap::new(),
             probe_results,
+            host_ip: crate::node::HostInfo::read().ip,
         };
         let stored = tokio::select! {
             pods = self.stored_pods(ctx.bus()) => pods.map_err(ModuleError::from)?,

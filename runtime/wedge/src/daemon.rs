@@ -175,6 +175,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         let mut settings =
             wedge_edged::EdgedSettings::new(node.clone(), edged.root_directory.clone());
         settings.namespace = edged.register_node_namespace.clone();
+        settings.node_report = Some(wedge_edged::node::NodeReportSettings::new(node.clone()));
         let edged = Arc::new(wedge_edged::Edged::new(settings));
         sources.push(edged.clone());
         supervisor.spawn(edged)?;
