@@ -11,6 +11,7 @@
 //! - [`probe`]: liveness, readiness and startup probes (exec, httpGet, tcpSocket);
 //! - [`status`]: Kubernetes' pod status and the `podpatch` KubeEdge v1.12+ sends;
 //! - [`node`]: node registration, status and lease through metamanager;
+//! - [`static_pods`]: pods from manifest files on the node;
 //! - [`module`]: the `edged` module that converges the engine on the stored pods.
 
 #![warn(missing_docs)]
@@ -24,6 +25,7 @@ pub mod pod;
 pub mod probe;
 pub mod projected;
 pub mod quantity;
+pub mod static_pods;
 pub mod status;
 
 pub use module::{Edged, EdgedSettings};

@@ -54,6 +54,10 @@ pub struct EdgedSettings {
     /// Registration, node status and lease timing; `None` leaves the node unreported (tests
     /// of pods alone).
     pub node_report: Option<crate::node::NodeReportSettings>,
+    /// Directory of static pod manifests, read at start and every `static_check`.
+    pub static_pod_dir: Option<PathBuf>,
+    /// How often the static pod directory is read again (20 s, as kubelet).
+    pub static_check: Duration,
 }
 
 impl EdgedSettings {
@@ -71,6 +75,8 @@ impl EdgedSettings {
             query_timeout: Duration::from_secs(60),
             object_timeout: Duration::from_secs(10),
             node_report: None,
+            static_pod_dir: None,
+            static_check: Duration::from_secs(20),
         }
     }
 }
@@ -259,6 +265,38 @@ impl Turn<'_> {
         }
     }
 
+    /// Makes the static pods equal to the manifests in the static pod directory: new or
+    /// edited files are (re)started, removed files stop their pod.
+    async fn sync_static_pods(&mut self) {
+        let Some(dir) = self.settings().static_pod_dir.clone() else {
+            return;
+        };
+        let (pods, errors) = crate::static_pods::read_dir(&dir, &self.settings().node_name);
+        for (file, error) in errors {
+            tracing::warn!(file = %file.display(), "static pod manifest skipped: {error}");
+        }
+        let current: std::collections::BTreeSet<String> =
+            pods.iter().map(|p| p.metadata.uid.clone()).collect();
+        let gone: Vec<String> = self
+            .desired
+            .iter()
+            .filter(|(uid, d)| crate::static_pods::is_static(&d.pod) && !current.contains(*uid))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in gone {
+            if let Some(d) = self.desired.remove(&uid) {
+                tracing::info!(pod = %d.pod.key(), "static pod manifest removed or changed");
+                self.remove_pod(&d.pod).await;
+            }
+        }
+        for pod in pods {
+            if !self.desired.contains_key(&pod.metadata.uid) {
+                tracing::info!(pod = %pod.key(), "static pod");
+                self.want(pod);
+            }
+        }
+    }
+
     /// Removes a deleted pod's containers and directories, then tells metamanager (and so the
     /// cloud) that it is gone.
     async fn remove_pod(&mut self, pod: &Pod) {
@@ -277,6 +315,11 @@ impl Turn<'_> {
             tracing::warn!(dir = %dir.display(), "pod directory not removed: {e}");
         }
         self.reported.remove(&uid);
+        self.probers.retain(|(u, _), _| *u != uid);
+        if crate::static_pods::is_static(pod) {
+            // The cloud never knew it.
+            return;
+        }
         let gone = Message::build(
             module::EDGED,
             group::META,
@@ -584,6 +627,8 @@ impl Turn<'_> {
             .pods
             .store(self.desired.len() as u64, Ordering::Relaxed);
         stats.running.store(running, Ordering::Relaxed);
+        // Static pods are the node's own: the cloud has no pod to patch.
+        patches.retain(|(_, pod, _)| !crate::static_pods::is_static(pod));
         for (uid, pod, patch) in patches {
             let msg = Message::build(
                 module::EDGED,
@@ -711,6 +756,7 @@ impl Module for Edged {
         for pod in stored {
             turn.want(pod);
         }
+        turn.sync_static_pods().await;
         turn.converge().await;
         turn.report(true).await;
         let mut relist = tokio::time::interval(self.settings.relist);
@@ -718,6 +764,9 @@ impl Module for Edged {
         let mut resend = tokio::time::interval(self.settings.status_interval);
         resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         resend.tick().await;
+        let mut static_check = tokio::time::interval(self.settings.static_check);
+        static_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        static_check.tick().await;
         loop {
             tokio::select! {
                 msg = ctx.recv() => match msg {
@@ -732,6 +781,10 @@ impl Module for Edged {
                     turn.report(false).await;
                 }
                 _ = resend.tick() => turn.report(true).await,
+                _ = static_check.tick(), if self.settings.static_pod_dir.is_some() => {
+                    turn.sync_static_pods().await;
+                    turn.converge().await;
+                }
                 Some(result) = probed.recv() => {
                     turn.probed(result).await;
                     turn.report(false).await;

@@ -67,6 +67,15 @@ fn sleeper(name: &str, script: &str) -> Value {
 impl Node {
     /// Starts edged with `stored` as metamanager's answer to its start-up query.
     async fn start(stored: &[Value], root: Option<(tempfile::TempDir, String)>) -> Node {
+        Node::start_with(stored, root, |_| {}).await
+    }
+
+    /// Like [`Node::start`], with `tune` applied to the settings.
+    async fn start_with(
+        stored: &[Value],
+        root: Option<(tempfile::TempDir, String)>,
+        tune: impl FnOnce(&mut EdgedSettings),
+    ) -> Node {
         let engine = engine().await;
         let bus = Bus::new(1024);
         let mut meta = bus.register("metamanager", "meta").unwrap();
@@ -77,6 +86,7 @@ impl Node {
         settings.initial_backoff = Duration::from_millis(500);
         settings.max_backoff = Duration::from_secs(2);
         settings.stop_grace = Duration::from_secs(1);
+        tune(&mut settings);
         let mut supervisor =
             Supervisor::new(bus.clone(), Health::new(), SupervisionSettings::default());
         supervisor.spawn(Arc::new(Edged::new(settings))).unwrap();
@@ -555,6 +565,78 @@ async fn a_failing_liveness_probe_restarts_and_readiness_gates_ready() {
         })
         .await;
     assert_eq!(status["phase"], "Running", "{status}");
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
+
+#[tokio::test]
+async fn static_pods_follow_their_manifest_files_and_stay_local() {
+    let manifests = tempfile::tempdir().unwrap();
+    let file = manifests.path().join("agent.yaml");
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: agent\nspec:\n  containers:\n  - name: app\n    image: {IMAGE}\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n"
+    );
+    std::fs::write(&file, &manifest).unwrap();
+    let dir = manifests.path().to_owned();
+    let mut node = Node::start_with(&[], None, |s| {
+        s.static_pod_dir = Some(dir);
+        s.static_check = Duration::from_millis(300);
+    })
+    .await;
+    let running_static = |node: &Node| {
+        let name = format!("agent-{}", node.name);
+        let engine = node.engine.clone();
+        let node_name = node.name.clone();
+        async move {
+            engine
+                .list(&node_name)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|c| c.pod_name == name && c.state == "running")
+                .collect::<Vec<_>>()
+        }
+    };
+    let deadline = Instant::now() + WAIT;
+    let first = loop {
+        let now = running_static(&node).await;
+        if now.len() == 1 {
+            break now[0].clone();
+        }
+        assert!(Instant::now() < deadline, "static pod not started");
+        node.serve_for(Duration::from_millis(100)).await;
+    };
+
+    // An edited manifest is a new pod: its container replaces the old one.
+    std::fs::write(&file, manifest.replace("3600", "3601")).unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = running_static(&node).await;
+        if now.len() == 1 && now[0].pod_uid != first.pod_uid {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "edited static pod not replaced: {now:?}"
+        );
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+
+    // A removed manifest stops the pod.
+    std::fs::remove_file(&file).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while !running_static(&node).await.is_empty() {
+        assert!(Instant::now() < deadline, "removed static pod still runs");
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+    // None of this was reported to the cloud: the pod is the node's own.
+    assert!(
+        !node.statuses.keys().any(|k| k.starts_with("agent-")),
+        "{:?}",
+        node.statuses.keys()
+    );
+    assert!(node.deleted.is_empty(), "{:?}", node.deleted);
     let name = node.name.clone();
     node.stop().await;
     remove_all(&name).await;
