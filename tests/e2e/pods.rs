@@ -274,3 +274,117 @@ fn the_node_registers_reports_its_status_and_renews_its_lease() {
         .stop(libc::SIGTERM, Duration::from_secs(10))
         .unwrap();
 }
+
+#[test]
+fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
+    use base64::Engine as _;
+    let modules = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        wedge_tests::guests::module("virtual-thermometer"),
+        modules.path().join("virtual-thermometer.wasm"),
+    )
+    .unwrap();
+    let threshold = wedge_tests::guests::module_bytes("threshold");
+    let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
+    let mut node = CloudNode::start_with(
+        &hub,
+        wedge_tests::cloud_node::NodeOptions {
+            edge_hub_extra: "    messageQPS: 0\n",
+            edged: true,
+            modules_dir: Some(modules.path()),
+        },
+    )
+    .unwrap();
+    hub.wait_connected(WAIT).unwrap();
+
+    // One container from the module store, one from a ConfigMap key the cloud serves.
+    let (name, uid) = (unique("wasm"), unique("uid"));
+    let pod = json!({
+        "metadata": {"name": name, "namespace": "default", "uid": uid},
+        "spec": {
+            "nodeName": "edge-1",
+            "runtimeClassName": "wedge-wasm",
+            "containers": [
+                {"name": "thermometer", "image": "wasm://virtual-thermometer"},
+                {"name": "limit", "image": "configmap://modules/threshold.wasm"},
+            ]
+        }
+    });
+    let mut insert = Message::build(
+        "edgecontroller",
+        "resource",
+        "insert",
+        &format!("default/pod/{name}"),
+        Content::json(&pod).unwrap(),
+    );
+    insert.header.resource_version = "1".into();
+    let start = Instant::now();
+    hub.send_acked(insert).unwrap();
+    let query = hub
+        .wait_for(
+            |m| {
+                m.message.as_ref().is_some_and(|m| {
+                    m.route.operation == "query" && m.route.resource == "default/configmap/modules"
+                })
+            },
+            WAIT,
+        )
+        .unwrap()
+        .message
+        .unwrap();
+    let configmap = json!({
+        "metadata": {"name": "modules", "namespace": "default"},
+        "binaryData": {"threshold.wasm": base64::engine::general_purpose::STANDARD.encode(&threshold)}
+    });
+    let mut reply =
+        query.response(Content::json(&json!({"Object": configmap, "Err": null})).unwrap());
+    reply.route.source = "edgecontroller".into();
+    reply.route.group = "resource".into();
+    hub.send(reply).unwrap();
+
+    let patch = status_after(&hub, &name, start, "Running");
+    let statuses = patch["status"]["containerStatuses"].as_array().unwrap();
+    let ids: Vec<&str> = statuses
+        .iter()
+        .map(|s| s["containerID"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["wasm://virtual-thermometer", "wasm://threshold"],
+        "{patch}"
+    );
+    assert!(statuses.iter().all(|s| s["ready"] == true), "{patch}");
+    assert!(
+        running_containers(&uid).unwrap().is_empty(),
+        "nothing ran on Docker"
+    );
+
+    // Deleting the pod removes the module it brought; the store's module stays.
+    let mut delete = Message::build(
+        "edgecontroller",
+        "resource",
+        "delete",
+        &format!("default/pod/{name}"),
+        Content::json(&json!({"metadata": {"name": name, "namespace": "default", "uid": uid}}))
+            .unwrap(),
+    );
+    delete.header.resource_version = "2".into();
+    hub.send_acked(delete).unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (code, body) = wedge_tests::http_get(node.admin, "/modules").unwrap();
+        assert_eq!(code, 200);
+        if !body.contains("\"threshold\"") {
+            assert!(body.contains("\"virtual-thermometer\""), "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "threshold still deployed: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
+}

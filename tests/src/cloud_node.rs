@@ -14,6 +14,17 @@ use crate::node::NODE;
 use crate::twin_fixtures::THERMOMETERS;
 use crate::{Daemon, free_port, http_get};
 
+/// What a [`CloudNode`] runs beyond the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeOptions<'a> {
+    /// YAML lines for the `edgeHub:` mapping, indented by four spaces.
+    pub edge_hub_extra: &'a str,
+    /// Run edged (pods on the local Docker engine).
+    pub edged: bool,
+    /// A directory of Wasm modules deployed at start (`wedge.modules.dir`).
+    pub modules_dir: Option<&'a std::path::Path>,
+}
+
 /// A cloud-joined node and where its files are.
 pub struct CloudNode {
     /// The running daemon.
@@ -33,16 +44,35 @@ impl CloudNode {
     /// lines indented for the `edgeHub:` mapping, e.g. `"    heartbeat: 2\n"`), starts the node
     /// and waits until it is healthy.
     pub fn start(hub: &CloudHub, edge_hub_extra: &str) -> Result<CloudNode> {
-        CloudNode::start_node(hub, edge_hub_extra, false)
+        CloudNode::start_with(
+            hub,
+            NodeOptions {
+                edge_hub_extra,
+                ..NodeOptions::default()
+            },
+        )
     }
 
     /// Like [`CloudNode::start`], with edged running pods on the local Docker engine (its
     /// `rootDirectory` in the node's temporary directory).
     pub fn start_with_edged(hub: &CloudHub, edge_hub_extra: &str) -> Result<CloudNode> {
-        CloudNode::start_node(hub, edge_hub_extra, true)
+        CloudNode::start_with(
+            hub,
+            NodeOptions {
+                edge_hub_extra,
+                edged: true,
+                ..NodeOptions::default()
+            },
+        )
     }
 
-    fn start_node(hub: &CloudHub, edge_hub_extra: &str, edged: bool) -> Result<CloudNode> {
+    /// A node set up per `options`.
+    pub fn start_with(hub: &CloudHub, options: NodeOptions<'_>) -> Result<CloudNode> {
+        let NodeOptions {
+            edge_hub_extra,
+            edged,
+            modules_dir,
+        } = options;
         let dir = tempfile::tempdir()?;
         let certs = dir.path().join("certs");
         std::fs::create_dir_all(&certs)?;
@@ -80,7 +110,12 @@ modules:
 {edge_hub_extra}wedge:
   devices:
     dir: {devices}
+  modules:
+    dir: \"{modules}\"
 ",
+            modules = modules_dir
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
             certs = certs.display(),
             ws = hub.ws_addr(),
             devices = devices.display(),

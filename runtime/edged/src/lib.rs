@@ -12,6 +12,7 @@
 //! - [`status`]: Kubernetes' pod status and the `podpatch` KubeEdge v1.12+ sends;
 //! - [`node`]: node registration, status and lease through metamanager;
 //! - [`static_pods`]: pods from manifest files on the node;
+//! - [`wasm_pods`]: pods whose containers are modules in the node's Wasm host;
 //! - [`module`]: the `edged` module that converges the engine on the stored pods.
 
 #![warn(missing_docs)]
@@ -27,5 +28,6 @@ pub mod projected;
 pub mod quantity;
 pub mod static_pods;
 pub mod status;
+pub mod wasm_pods;
 
 pub use module::{Edged, EdgedSettings};

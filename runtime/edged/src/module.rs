@@ -26,6 +26,9 @@ use crate::plan::{container_plan, prepare_volumes, spec_hash};
 use crate::pod::{Pod, validate};
 use crate::probe::{ProbeKind, Prober, Verdict};
 use crate::projected::{Objects, container_env, write_volumes};
+use crate::wasm_pods::WasmPods;
+
+mod wasm;
 use crate::status::{Observed, pod_patch, pod_status};
 
 /// How edged runs.
@@ -58,6 +61,8 @@ pub struct EdgedSettings {
     pub static_pod_dir: Option<PathBuf>,
     /// How often the static pod directory is read again (20 s, as kubelet).
     pub static_check: Duration,
+    /// `runtimeClassName` that makes a pod a Wasm pod.
+    pub wasm_runtime_class: String,
 }
 
 impl EdgedSettings {
@@ -77,6 +82,7 @@ impl EdgedSettings {
             node_report: None,
             static_pod_dir: None,
             static_check: Duration::from_secs(20),
+            wasm_runtime_class: crate::wasm_pods::DEFAULT_RUNTIME_CLASS.to_owned(),
         }
     }
 }
@@ -96,6 +102,8 @@ struct Stats {
 pub struct Edged {
     settings: EdgedSettings,
     stats: Arc<Stats>,
+    /// The node's Wasm host, for Wasm pods.
+    wasm: Option<Arc<dyn WasmPods>>,
 }
 
 /// A pod edged should run, and what it knows of its progress.
@@ -109,6 +117,8 @@ struct Desired {
     backoff: HashMap<String, (Instant, Duration)>,
     /// ConfigMap and Secret volumes are written (tried at every converge until they are).
     volumes_ready: bool,
+    /// Wasm pods: the module each container runs.
+    wasm: HashMap<String, wasm::WasmContainer>,
 }
 
 impl Edged {
@@ -117,7 +127,15 @@ impl Edged {
         Edged {
             settings,
             stats: Arc::default(),
+            wasm: None,
         }
+    }
+
+    /// Runs Wasm pods (see [`crate::wasm_pods`]) in `host`; without one they wait with a
+    /// reason saying the node has no Wasm host.
+    pub fn with_wasm(mut self, host: Arc<dyn WasmPods>) -> Edged {
+        self.wasm = Some(host);
+        self
     }
 
     /// Asks metamanager for the stored pods of this node.
@@ -192,6 +210,10 @@ impl Turn<'_> {
             tracing::warn!(pod = %pod.key(), reason, "pod cannot start: {message}");
         }
         let previous = self.desired.remove(&uid);
+        let previous_wasm = previous
+            .as_ref()
+            .map(|d| d.wasm.clone())
+            .unwrap_or_default();
         self.desired.insert(
             uid,
             Desired {
@@ -200,6 +222,7 @@ impl Turn<'_> {
                 waiting: HashMap::new(),
                 backoff: previous.map(|d| d.backoff).unwrap_or_default(),
                 volumes_ready: false,
+                wasm: previous_wasm,
             },
         );
     }
@@ -256,7 +279,7 @@ impl Turn<'_> {
                 for uid in gone {
                     if let Some(d) = self.desired.remove(&uid) {
                         tracing::info!(pod = %d.pod.key(), "pod deleted");
-                        self.remove_pod(&d.pod).await;
+                        self.remove_pod(&d).await;
                     }
                 }
                 self.converge().await;
@@ -286,7 +309,7 @@ impl Turn<'_> {
         for uid in gone {
             if let Some(d) = self.desired.remove(&uid) {
                 tracing::info!(pod = %d.pod.key(), "static pod manifest removed or changed");
-                self.remove_pod(&d.pod).await;
+                self.remove_pod(&d).await;
             }
         }
         for pod in pods {
@@ -299,7 +322,9 @@ impl Turn<'_> {
 
     /// Removes a deleted pod's containers and directories, then tells metamanager (and so the
     /// cloud) that it is gone.
-    async fn remove_pod(&mut self, pod: &Pod) {
+    async fn remove_pod(&mut self, d: &Desired) {
+        self.stop_wasm_pod(d).await;
+        let pod = &d.pod;
         let uid = pod.metadata.uid.clone();
         if let Ok(listed) = self.list().await {
             for c in listed.iter().filter(|c| c.pod_uid == uid) {
@@ -392,6 +417,9 @@ impl Turn<'_> {
         };
         if desired.problem.is_some() {
             return;
+        }
+        if self.is_wasm_pod(&desired.pod) {
+            return self.converge_wasm_pod(uid).await;
         }
         let pod = desired.pod.clone();
         let ready = desired.volumes_ready;
@@ -564,6 +592,17 @@ impl Turn<'_> {
         let mut running = 0;
         let mut patches = Vec::new();
         for (uid, d) in &self.desired {
+            if self.is_wasm_pod(&d.pod) {
+                let observed = self.wasm_observed(d);
+                running += observed.iter().filter(|o| o.ready).count() as u64;
+                let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
+                let status = pod_status(&d.pod, &observed, problem, self.host_ip.as_deref());
+                let patch = pod_patch(&d.pod, &status);
+                if force || self.reported.get(uid) != Some(&patch) {
+                    patches.push((uid.clone(), d.pod.clone(), patch));
+                }
+                continue;
+            }
             let mut observed = Vec::new();
             for spec in &d.pod.spec.containers {
                 let newest = listed
@@ -608,7 +647,7 @@ impl Turn<'_> {
                 observed.push(Observed {
                     name: spec.name.clone(),
                     image: spec.image.clone(),
-                    id: newest.map(|c| c.id.clone()),
+                    id: newest.map(|c| format!("docker://{}", c.id)),
                     run,
                     restart_count: newest.map(|c| c.restart_count).unwrap_or(0),
                     waiting,

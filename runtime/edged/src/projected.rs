@@ -57,7 +57,8 @@ impl<'a> Objects<'a> {
         }
     }
 
-    async fn get(&mut self, kind: Kind, name: &str) -> Result<Option<&ObjectData>, String> {
+    /// The object `kind`/`name` of the pod's namespace; `None` when it does not exist.
+    pub async fn get(&mut self, kind: Kind, name: &str) -> Result<Option<&ObjectData>, String> {
         let key = (kind, name.to_owned());
         if !self.seen.contains_key(&key) {
             let data = fetch(self.bus, kind, &self.namespace, name, self.timeout).await?;

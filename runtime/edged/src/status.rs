@@ -13,7 +13,8 @@ pub struct Observed {
     pub name: String,
     /// Its image.
     pub image: String,
-    /// The engine id of its newest container, if one exists.
+    /// Its `containerID` (`docker://<engine id>` of its newest container, or
+    /// `wasm://<module>`), if it has one.
     pub id: Option<String>,
     /// That container's last run.
     pub run: Option<ContainerRun>,
@@ -60,7 +61,7 @@ fn never_started(run: &ContainerRun) -> bool {
 }
 
 fn container_status(c: &Observed) -> Value {
-    let container_id = c.id.as_ref().map(|id| format!("docker://{id}"));
+    let container_id = c.id.clone();
     let (state, ready, started) = match (&c.waiting, &c.run) {
         (Some((reason, message)), _) => (
             json!({"waiting": {"reason": reason, "message": message}}),
@@ -177,7 +178,7 @@ mod tests {
         Observed {
             name: "app".into(),
             image: "img".into(),
-            id: run.map(|_| "abc".into()),
+            id: run.map(|_| "docker://abc".into()),
             run: run.map(|(running, exit_code)| ContainerRun {
                 running,
                 exit_code,

@@ -176,7 +176,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             wedge_edged::EdgedSettings::new(node.clone(), edged.root_directory.clone());
         settings.namespace = edged.register_node_namespace.clone();
         settings.node_report = Some(wedge_edged::node::NodeReportSettings::new(node.clone()));
-        let edged = Arc::new(wedge_edged::Edged::new(settings));
+        let edged = Arc::new(
+            wedge_edged::Edged::new(settings)
+                .with_wasm(Arc::new(crate::wasm_pods::HostPods::new(wasm.clone()))),
+        );
         sources.push(edged.clone());
         supervisor.spawn(edged)?;
     }

@@ -17,6 +17,7 @@ mod precompile;
 mod scaffold;
 mod twin_hooks;
 mod wasm_bridge;
+mod wasm_pods;
 
 use std::process::ExitCode;
 
