@@ -7,11 +7,15 @@
 //! - [`engine`]: images and labelled containers through bollard;
 //! - [`plan`]: a pod's container as the engine creates it (command, env, limits, binds);
 //! - [`status`]: Kubernetes' pod status and the `podpatch` KubeEdge v1.12+ sends;
+//! - [`gc`], [`gc_pass`], [`disk`]: kubelet's container and image garbage collection;
 //! - [`module`]: the `edged` module that converges the engine on the stored pods.
 
 #![warn(missing_docs)]
 
+pub mod disk;
 pub mod engine;
+pub mod gc;
+pub mod gc_pass;
 pub mod module;
 pub mod plan;
 pub mod pod;
