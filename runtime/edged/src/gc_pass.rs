@@ -3,11 +3,14 @@
 //! tests run them directly.
 
 use std::collections::HashMap;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::time::{Interval, MissedTickBehavior};
 
 use crate::disk::{DiskError, DiskSource};
 use crate::engine::{Engine, EngineError};
 use crate::gc::{ContainerGcPolicy, ImageGcPolicy, ImagePlan, ImageRecords, containers_to_remove};
+use crate::module::EdgedSettings;
 
 /// Why a pass did not run; a removal that fails is logged and the pass goes on.
 #[derive(Debug, thiserror::Error)]
@@ -119,5 +122,55 @@ impl ImageGc {
             );
         }
         Ok(ImageGcReport { plan, removed })
+    }
+}
+
+/// The module's timers: container GC, and image GC with its records. Both fire at once, as
+/// kubelet's loops do: the first image pass only records what it sees unless images may be
+/// collected at age 0.
+pub(crate) fn timers(settings: &EdgedSettings) -> (Interval, ImageGcTimer) {
+    let gc = ImageGc::new(settings.image_gc.clone(), settings.image_disk.clone());
+    let timer = ImageGcTimer {
+        interval: interval(settings.image_gc_period),
+        gc,
+    };
+    (interval(settings.container_gc_period), timer)
+}
+
+fn interval(period: Duration) -> Interval {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    interval
+}
+
+/// The module's container GC pass: a failure is logged, and the next tick tries again.
+pub(crate) async fn containers(
+    engine: &Engine,
+    settings: &EdgedSettings,
+    is_desired: impl Fn(&str) -> bool,
+) {
+    let node = &settings.node_name;
+    if let Err(e) = collect_containers(engine, node, &settings.container_gc, is_desired).await {
+        tracing::warn!("{e}");
+    }
+}
+
+/// Image GC on the module's timer.
+pub(crate) struct ImageGcTimer {
+    interval: Interval,
+    gc: ImageGc,
+}
+
+impl ImageGcTimer {
+    /// Waits for the next pass.
+    pub(crate) async fn tick(&mut self) {
+        self.interval.tick().await;
+    }
+
+    /// One pass now; a failure is logged, and the next tick tries again.
+    pub(crate) async fn collect_logged(&mut self, engine: &Engine) {
+        if let Err(e) = self.gc.collect(engine, Instant::now()).await {
+            tracing::warn!("{e}");
+        }
     }
 }

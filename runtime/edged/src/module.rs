@@ -45,6 +45,16 @@ pub struct EdgedSettings {
     pub max_backoff: Duration,
     /// How long to wait for metamanager's answer to the initial pod query.
     pub query_timeout: Duration,
+    /// Container GC period: 1 min.
+    pub container_gc_period: Duration,
+    /// Which dead containers container GC removes (`maxContainerCount`, ...).
+    pub container_gc: crate::gc::ContainerGcPolicy,
+    /// Image GC period: 5 min.
+    pub image_gc_period: Duration,
+    /// Which unused images image GC removes (`imageGCHighThreshold`, ...).
+    pub image_gc: crate::gc::ImageGcPolicy,
+    /// Where image GC reads the image filesystem's usage.
+    pub image_disk: crate::disk::DiskSource,
 }
 
 impl EdgedSettings {
@@ -60,6 +70,11 @@ impl EdgedSettings {
             initial_backoff: Duration::from_secs(10),
             max_backoff: Duration::from_secs(300),
             query_timeout: Duration::from_secs(60),
+            container_gc_period: Duration::from_secs(60),
+            container_gc: crate::gc::ContainerGcPolicy::default(),
+            image_gc_period: Duration::from_secs(300),
+            image_gc: crate::gc::ImageGcPolicy::default(),
+            image_disk: crate::disk::DiskSource::default(),
         }
     }
 }
@@ -551,6 +566,7 @@ impl Module for Edged {
         let mut resend = tokio::time::interval(self.settings.status_interval);
         resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         resend.tick().await;
+        let (mut container_gc, mut image_gc) = crate::gc_pass::timers(&self.settings);
         loop {
             tokio::select! {
                 msg = ctx.recv() => match msg {
@@ -565,6 +581,8 @@ impl Module for Edged {
                     turn.report(false).await;
                 }
                 _ = resend.tick() => turn.report(true).await,
+                _ = container_gc.tick() => crate::gc_pass::containers(&turn.engine, &self.settings, |uid| turn.desired.contains_key(uid)).await,
+                _ = image_gc.tick() => image_gc.collect_logged(&turn.engine).await,
             }
         }
     }
