@@ -5,14 +5,15 @@
 //! therefore enough to rebuild what runs after a restart, to find orphans, and to tell whether
 //! an updated pod changed a container (new hash) or only its metadata.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
 use bollard::query_parameters::{
-    CreateContainerOptions, CreateImageOptions, ListContainersOptions, RemoveContainerOptions,
-    StopContainerOptions,
+    CreateContainerOptions, CreateImageOptions, ListContainersOptions, ListImagesOptions,
+    RemoveContainerOptions, RemoveImageOptions, StopContainerOptions,
 };
 use futures_util::StreamExt;
 
@@ -133,6 +134,19 @@ pub struct ContainerRun {
     pub image_id: String,
     /// The container's IP on its network, if any.
     pub ip: String,
+}
+
+/// An image as the engine lists it, for image garbage collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// Content id (`sha256:...`): what containers refer to.
+    pub id: String,
+    /// `repo:tag` names; empty for a dangling image.
+    pub tags: Vec<String>,
+    /// Size in bytes, shared layers included (what kubelet counts as freed).
+    pub size: u64,
+    /// Build time, Unix seconds.
+    pub created: i64,
 }
 
 /// The node's Docker engine.
@@ -432,5 +446,80 @@ impl Engine {
             image_id: details.image.unwrap_or_default(),
             ip,
         }))
+    }
+
+    /// Every image on the engine (tagged or dangling, intermediate layers excluded).
+    pub async fn list_images(&self) -> Result<Vec<ImageInfo>, EngineError> {
+        let options = ListImagesOptions {
+            all: false,
+            ..Default::default()
+        };
+        let listed = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(call("list images"))?;
+        Ok(listed
+            .into_iter()
+            .map(|i| ImageInfo {
+                id: i.id,
+                tags: i
+                    .repo_tags
+                    .into_iter()
+                    .filter(|t| t != "<none>:<none>")
+                    .collect(),
+                size: u64::try_from(i.size).unwrap_or(0),
+                created: i.created,
+            })
+            .collect())
+    }
+
+    /// Ids of the images any container on the engine refers to, running or not, edged's or
+    /// not: an image under a stopped container is still needed to start it again.
+    pub async fn images_in_use(&self) -> Result<HashSet<String>, EngineError> {
+        let options = ListContainersOptions {
+            all: true,
+            ..Default::default()
+        };
+        let listed = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(call("list containers"))?;
+        Ok(listed.into_iter().filter_map(|c| c.image_id).collect())
+    }
+
+    /// Removes an image: each of its tags, then (when untagged) its id. Never forced, so the
+    /// engine refuses (409) an image a container took in the meantime; already gone is fine.
+    pub async fn remove_image(&self, image: &ImageInfo) -> Result<(), EngineError> {
+        let names: Vec<&str> = if image.tags.is_empty() {
+            vec![image.id.as_str()]
+        } else {
+            image.tags.iter().map(String::as_str).collect()
+        };
+        for name in names {
+            let options = RemoveImageOptions {
+                force: false,
+                noprune: false,
+                ..Default::default()
+            };
+            match self.docker.remove_image(name, Some(options), None).await {
+                Ok(_) => {}
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(call(format!("remove image {name} ({})", image.id))(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The engine's root directory (`docker info` → `DockerRootDir`): the filesystem its images
+    /// live on, whose usage drives image garbage collection.
+    pub async fn root_dir(&self) -> Result<PathBuf, EngineError> {
+        let info = self.docker.info().await.map_err(call("engine info"))?;
+        Ok(info
+            .docker_root_dir
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/var/lib/docker")))
     }
 }

@@ -13,11 +13,15 @@
 //! - [`node`]: node registration, status and lease through metamanager;
 //! - [`static_pods`]: pods from manifest files on the node;
 //! - [`wasm_pods`]: pods whose containers are modules in the node's Wasm host;
+//! - [`gc`], [`gc_pass`], [`disk`]: kubelet's container and image garbage collection;
 //! - [`module`]: the `edged` module that converges the engine on the stored pods.
 
 #![warn(missing_docs)]
 
+pub mod disk;
 pub mod engine;
+pub mod gc;
+pub mod gc_pass;
 pub mod module;
 pub mod node;
 pub mod objects;

@@ -63,6 +63,16 @@ pub struct EdgedSettings {
     pub static_check: Duration,
     /// `runtimeClassName` that makes a pod a Wasm pod.
     pub wasm_runtime_class: String,
+    /// Container GC period: 1 min.
+    pub container_gc_period: Duration,
+    /// Which dead containers container GC removes (`maxContainerCount`, ...).
+    pub container_gc: crate::gc::ContainerGcPolicy,
+    /// Image GC period: 5 min.
+    pub image_gc_period: Duration,
+    /// Which unused images image GC removes (`imageGCHighThreshold`, ...).
+    pub image_gc: crate::gc::ImageGcPolicy,
+    /// Where image GC reads the image filesystem's usage.
+    pub image_disk: crate::disk::DiskSource,
 }
 
 impl EdgedSettings {
@@ -83,6 +93,11 @@ impl EdgedSettings {
             static_pod_dir: None,
             static_check: Duration::from_secs(20),
             wasm_runtime_class: crate::wasm_pods::DEFAULT_RUNTIME_CLASS.to_owned(),
+            container_gc_period: Duration::from_secs(60),
+            container_gc: crate::gc::ContainerGcPolicy::default(),
+            image_gc_period: Duration::from_secs(300),
+            image_gc: crate::gc::ImageGcPolicy::default(),
+            image_disk: crate::disk::DiskSource::default(),
         }
     }
 }
@@ -806,6 +821,7 @@ impl Module for Edged {
         let mut static_check = tokio::time::interval(self.settings.static_check);
         static_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         static_check.tick().await;
+        let (mut container_gc, mut image_gc) = crate::gc_pass::timers(&self.settings);
         loop {
             tokio::select! {
                 msg = ctx.recv() => match msg {
@@ -828,6 +844,8 @@ impl Module for Edged {
                     turn.probed(result).await;
                     turn.report(false).await;
                 }
+                _ = container_gc.tick() => crate::gc_pass::containers(&turn.engine, &self.settings, |uid| turn.desired.contains_key(uid)).await,
+                _ = image_gc.tick() => image_gc.collect_logged(&turn.engine).await,
             }
         }
     }

@@ -175,6 +175,12 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         let mut settings =
             wedge_edged::EdgedSettings::new(node.clone(), edged.root_directory.clone());
         settings.namespace = edged.register_node_namespace.clone();
+        settings.container_gc.max_containers = edged.max_container_count;
+        settings.container_gc.max_per_pod_container = edged.max_per_pod_container_count;
+        // Validation keeps both in 0..=100.
+        let percent = |p: i32| u8::try_from(p.clamp(0, 100)).unwrap_or(100);
+        settings.image_gc.high_threshold = percent(edged.image_gc_high_threshold);
+        settings.image_gc.low_threshold = percent(edged.image_gc_low_threshold);
         settings.node_report = Some(wedge_edged::node::NodeReportSettings::new(node.clone()));
         let edged = Arc::new(
             wedge_edged::Edged::new(settings)
