@@ -8,6 +8,7 @@
 
 pub mod cloudhub;
 pub mod guests;
+pub mod inproc_link;
 pub mod modbus_server;
 pub mod mosquitto;
 pub mod mqtt;
