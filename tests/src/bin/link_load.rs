@@ -76,8 +76,11 @@ fn main() -> Result<()> {
     let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
     let mut config = inproc_link::edgehub_config(&hub, &dir.path().join("certs"), NODE)?;
     config.message_qps = 0;
+    // Named so a profile (`perf report --sort comm`) tells the node's threads from the
+    // simulator's (`tokio-runtime-w`).
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_name("node")
         .build()
         .context("cannot start the async runtime")?;
     // The outbox holds the whole run if the link falls behind; refusals are reported.
