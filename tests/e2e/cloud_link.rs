@@ -1,6 +1,7 @@
 //! `wedge run` joined to the cloud-hub simulator through the real link (WebSocket over mutual
 //! TLS): a cloud pod insert is stored and ACKed after its commit, a mapper's twin update
-//! reaches the cloud as `edge_updated`, and a join token bootstraps the node certificate.
+//! reaches the cloud as `edge_updated` and stays pending until the cloud confirms it, and a
+//! join token bootstraps the node certificate.
 
 use std::time::Duration;
 
@@ -9,7 +10,7 @@ use wedge_core::{Content, Message};
 use wedge_tests::cloudhub::{CloudHub, CloudHubOptions};
 use wedge_tests::mqtt::MqttClient;
 use wedge_tests::twin_fixtures::THERMOMETERS;
-use wedge_tests::{Daemon, free_port};
+use wedge_tests::{Daemon, free_port, http_get};
 
 const NODE: &str = "edge-1";
 const WAIT: Duration = Duration::from_secs(15);
@@ -106,6 +107,23 @@ wedge:
         .unwrap();
     assert!(stored.contains("\"uid\":\"u-1\""), "{stored}");
 
+    // Devicetwin asks for its membership detail on connect and keeps the request pending until
+    // the cloud confirms it; confirm it so the pending count below is edge_updated's alone.
+    let detail = hub
+        .wait_for(
+            |m| {
+                m.message
+                    .as_ref()
+                    .is_some_and(|m| m.route.resource == "membership/detail")
+            },
+            WAIT,
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()))
+        .message
+        .unwrap();
+    hub.send(twin_confirmation(&detail)).unwrap();
+    wait_for_metric(admin, "wedge_devicetwin_cloud_pending", 0.0);
+
     // A mapper's twin update goes to the cloud as edge_updated through the link.
     let mapper = MqttClient::connect(mqtt_port, "cloud-link-mapper").unwrap();
     mapper
@@ -135,7 +153,56 @@ wedge:
         "{}",
         edge_updated.content.raw()
     );
+
+    // It stays pending until the cloud confirms it (spec §5.7), then it is forgotten.
+    // Devicetwin tracks it before handing it to the link, so it is pending by now.
+    assert_eq!(
+        metric(admin, "wedge_devicetwin_cloud_pending"),
+        Some(1.0),
+        "{}",
+        node.log()
+    );
+    hub.send(twin_confirmation(&edge_updated)).unwrap();
+    wait_for_metric(admin, "wedge_devicetwin_cloud_pending", 0.0);
     node.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+}
+
+/// The cloud's confirmation of a twin message (spec §5.7): devicecontroller's `"OK"` response
+/// in group `twin`, resource `twin`, with the confirmed message's id as `parent_msg_id`.
+fn twin_confirmation(confirmed: &Message) -> Message {
+    let mut ok = Message::build(
+        "devicecontroller",
+        "twin",
+        "response",
+        "twin",
+        Content::string("OK"),
+    );
+    ok.header.parent_id = confirmed.header.id.clone();
+    ok
+}
+
+/// An unlabelled sample from the node's `/metrics`, or `None` when it is absent.
+fn metric(admin: std::net::SocketAddr, name: &str) -> Option<f64> {
+    let (code, text) = http_get(admin, "/metrics").unwrap();
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Polls `/metrics` until `name` reads `want` (confirmations reach devicetwin asynchronously).
+fn wait_for_metric(admin: std::net::SocketAddr, name: &str, want: f64) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let value = metric(admin, name);
+        if value == Some(want) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} is {value:?}, not {want}, after {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn bootstrap_config(dir: &std::path::Path, hub: &CloudHub, token: &str) -> std::path::PathBuf {

@@ -58,6 +58,10 @@ fn check_accepts_good_files_and_names_every_bad_key() {
             "modules.edgeHub",
         ),
         ("wedge:\n  adminAddr: nowhere\n", "wedge.adminAddr"),
+        (
+            "wedge:\n  edgeHub:\n    maxFrameBytes: 100\n",
+            "wedge.edgeHub.maxFrameBytes",
+        ),
         ("kind: Pod\n", "kind"),
         ("modules: [\n", "invalid YAML"),
     ] {

@@ -100,10 +100,20 @@ struct Record {
     bootstrap: Vec<String>,
 }
 
+/// What the open session writes to the node.
+enum Outgoing {
+    /// A message, written as cloudcore writes one and recorded in `sent` (boxed: the channel
+    /// carries raw text too, and a message is ten times its size).
+    Message(Box<Message>),
+    /// Text written verbatim as one text frame (for malformed-frame tests); not recorded in
+    /// `sent`, which holds messages only.
+    Raw(String),
+}
+
 struct Shared {
     record: Mutex<Record>,
     changed: Condvar,
-    session: Mutex<Option<mpsc::UnboundedSender<Message>>>,
+    session: Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
 }
 
 impl Shared {
@@ -201,13 +211,24 @@ impl CloudHub {
 
     /// Writes `msg` to the connected node once.
     pub fn send(&self, msg: Message) -> Result<()> {
+        self.write(Outgoing::Message(Box::new(msg)))
+    }
+
+    /// Writes `text` verbatim as one text frame to the connected node: how tests send what no
+    /// [`Message`] can express (not JSON, no `header`, oversize). Not recorded in
+    /// [`CloudHub::sent`].
+    pub fn send_raw(&self, text: impl Into<String>) -> Result<()> {
+        self.write(Outgoing::Raw(text.into()))
+    }
+
+    fn write(&self, out: Outgoing) -> Result<()> {
         let session = self
             .shared
             .session
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let tx = session.as_ref().context("no node is connected")?;
-        tx.send(msg).ok().context("the node's session has ended")
+        tx.send(out).ok().context("the node's session has ended")
     }
 
     /// Writes `msg` and re-sends it every `ack_resend_period` (at most `ack_max_resends` times)
@@ -230,7 +251,7 @@ impl CloudHub {
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
                 if let Some(tx) = session {
-                    let _ = tx.send(msg.clone());
+                    let _ = tx.send(Outgoing::Message(Box::new(msg.clone())));
                 }
             }
         });
@@ -259,6 +280,48 @@ impl CloudHub {
                         .map(|m| m.raw.trim_end())
                         .collect::<Vec<_>>()
                         .join("\n")
+                );
+            }
+            record = self
+                .shared
+                .changed
+                .wait_timeout(record, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Waits until at least `count` distinct `msg_id`s among received messages satisfy
+    /// `predicate`; returns how many there are. Each message is looked at once, however long
+    /// the wait, so it stays cheap with hundreds of thousands of messages (load generators).
+    pub fn wait_for_distinct(
+        &self,
+        predicate: impl Fn(&Message) -> bool,
+        count: usize,
+        timeout: Duration,
+    ) -> Result<usize> {
+        let deadline = Instant::now() + timeout;
+        let mut ids = std::collections::HashSet::new();
+        let mut scanned = 0;
+        let mut record = self.shared.lock();
+        loop {
+            for m in record.received[scanned..]
+                .iter()
+                .filter_map(|m| m.message.as_ref())
+            {
+                if predicate(m) {
+                    ids.insert(m.header.id.clone());
+                }
+            }
+            scanned = record.received.len();
+            if ids.len() >= count {
+                return Ok(ids.len());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                bail!(
+                    "{} of {count} distinct messages from the node within {timeout:?}",
+                    ids.len()
                 );
             }
             record = self

@@ -10,7 +10,8 @@
 //!   dials 5 s apart then 30 s of sleep: back within a second of the cloud's return.
 //! - Outbound traffic is durable: committed to the outbox before it is written, resent after a
 //!   reconnect or restart in order with the same `msg_id` (at least once; see [`EdgeHub`]).
-//! - Inbound frames over [`LinkSettings::max_frame`] (4 MiB) are skipped like malformed ones.
+//! - Inbound frames over [`LinkSettings::max_frame`] (`wedge.edgeHub.maxFrameBytes`, 4 MiB by
+//!   default) are skipped like malformed ones.
 //! - `messageQPS: 0` means unlimited ([`TokenBucket`]).
 
 mod backoff;

@@ -160,7 +160,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
     let mut cert_rotation = None;
     if let Some(outbox) = outbox {
         ensure_node_certificate(&modules.edge_hub, &node).await?;
-        let settings = wedge_edgehub::link::LinkSettings::from_config(&modules.edge_hub, &node)
+        let settings = wedge_edgehub::link::LinkSettings::from_edgecore(&config, &node)
             .context("modules.edgeHub")?;
         // The hub writes the outbox's metrics too.
         let hub = Arc::new(wedge_edgehub::link::EdgeHub::new(settings, outbox));

@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use wedge_core::Message;
 
-use super::{CloudHubOptions, Connection, RecordedMessage, SentMessage, Shared};
+use super::{CloudHubOptions, Connection, Outgoing, RecordedMessage, SentMessage, Shared};
 
 /// Accepts connections until the runtime is shut down.
 pub(super) async fn serve(
@@ -89,7 +89,7 @@ async fn session(
         }
     };
     let Some((node, path)) = seen else { return };
-    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
     *shared.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
     let index = {
         let mut r = shared.lock();
@@ -109,13 +109,21 @@ async fn session(
     loop {
         tokio::select! {
             out = rx.recv() => {
-                let Some(msg) = out else { break };
-                let mut text = String::from_utf8_lossy(&msg.to_cloud_vec()).into_owned();
-                text.push('\n');
+                let (text, msg) = match out {
+                    Some(Outgoing::Message(msg)) => {
+                        let mut text = String::from_utf8_lossy(&msg.to_cloud_vec()).into_owned();
+                        text.push('\n');
+                        (text, Some(msg))
+                    }
+                    Some(Outgoing::Raw(text)) => (text, None),
+                    None => break,
+                };
                 if sink.send(Frame::text(text)).await.is_err() {
                     break;
                 }
-                shared.update(|r| r.sent.push(SentMessage { message: msg, at: Instant::now() }));
+                if let Some(message) = msg {
+                    shared.update(|r| r.sent.push(SentMessage { message: *message, at: Instant::now() }));
+                }
             }
             frame = source.next() => {
                 let text = match frame {

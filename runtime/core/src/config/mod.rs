@@ -35,8 +35,8 @@ pub use modules::{
     MetaServer, ServiceBus,
 };
 pub use wedge::{
-    BusSettings, DevicesSettings, LogFormat, ModulesSettings, OutboxSettings, StoreSettings,
-    SupervisionSettings, Synchronous, WedgeSettings,
+    BusSettings, DevicesSettings, EdgeHubSettings, LogFormat, ModulesSettings, OutboxSettings,
+    StoreSettings, SupervisionSettings, Synchronous, WedgeSettings,
 };
 
 /// The commented default config file, as shipped in `conf/edgecore.yaml`.

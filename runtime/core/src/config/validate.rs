@@ -307,6 +307,13 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
         "queued cloud-bound messages",
     );
     v.in_range(
+        "wedge.edgeHub.maxFrameBytes",
+        w.edge_hub.max_frame_bytes,
+        4096,
+        268_435_456,
+        "bytes per inbound cloud frame",
+    );
+    v.in_range(
         "wedge.bus.queueCapacity",
         w.bus.queue_capacity,
         1,
@@ -613,6 +620,11 @@ mod tests {
         rejects(&c, "wedge.bus.queueCapacity", "1..=1000000");
         c.wedge.bus.queue_capacity = 1_000_001;
         rejects(&c, "wedge.bus.queueCapacity", "1..=1000000");
+        let mut c = EdgeCoreConfig::default();
+        c.wedge.edge_hub.max_frame_bytes = 4095;
+        rejects(&c, "wedge.edgeHub.maxFrameBytes", "4096..=268435456");
+        c.wedge.edge_hub.max_frame_bytes = 268_435_457;
+        rejects(&c, "wedge.edgeHub.maxFrameBytes", "4096..=268435456");
         let mut c = EdgeCoreConfig::default();
         c.wedge.supervision.ping_interval = 0;
         rejects(&c, "wedge.supervision.pingInterval", ">= 1");

@@ -34,6 +34,9 @@ pub struct WedgeSettings {
     /// The durable outbox of cloud-bound messages.
     #[serde(deserialize_with = "null_as_default")]
     pub outbox: OutboxSettings,
+    /// The cloud link's own limits (beyond `modules.edgeHub`).
+    #[serde(deserialize_with = "null_as_default")]
+    pub edge_hub: EdgeHubSettings,
 }
 
 impl Default for WedgeSettings {
@@ -48,6 +51,7 @@ impl Default for WedgeSettings {
             modules: ModulesSettings::default(),
             devices: DevicesSettings::default(),
             outbox: OutboxSettings::default(),
+            edge_hub: EdgeHubSettings::default(),
         }
     }
 }
@@ -95,6 +99,24 @@ impl Default for OutboxSettings {
     fn default() -> Self {
         Self {
             max_messages: 100_000,
+        }
+    }
+}
+
+/// `wedge.edgeHub`: limits of the cloud link that KubeEdge does not have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct EdgeHubSettings {
+    /// Largest inbound frame decoded, in bytes; 4096..=268_435_456. KubeEdge sets no limit;
+    /// Wedge bounds the memory one cloud frame may take. Larger frames are logged, counted
+    /// and skipped, and the session stays up.
+    pub max_frame_bytes: u32,
+}
+
+impl Default for EdgeHubSettings {
+    fn default() -> Self {
+        Self {
+            max_frame_bytes: 4 * 1024 * 1024,
         }
     }
 }

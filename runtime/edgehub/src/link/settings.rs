@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use wedge_core::config::EdgeHub as EdgeHubConfig;
+use wedge_core::config::{EdgeCoreConfig, EdgeHub as EdgeHubConfig};
 
 use super::backoff::BackoffSettings;
 
-/// Largest inbound frame decoded by default (4 MiB). KubeEdge sets no limit; Wedge bounds the
-/// memory one frame may take.
+/// Largest inbound frame decoded by default (4 MiB, `wedge.edgeHub.maxFrameBytes`). KubeEdge
+/// sets no limit; Wedge bounds the memory one frame may take.
 pub const DEFAULT_MAX_FRAME: usize = 4 * 1024 * 1024;
 
 /// Why `modules.edgeHub` cannot drive a link.
@@ -104,6 +104,23 @@ impl LinkSettings {
         })
     }
 
+    /// Resolves the whole node config: `modules.edgeHub` as [`LinkSettings::from_config`], plus
+    /// Wedge's own link limits from `wedge.edgeHub` (the inbound frame limit). A separate
+    /// constructor rather than a wider `from_config`, so callers that only have KubeEdge's
+    /// section keep working with the defaults.
+    pub fn from_edgecore(
+        config: &EdgeCoreConfig,
+        node: &str,
+    ) -> Result<LinkSettings, SettingsError> {
+        let mut settings = LinkSettings::from_config(&config.modules.edge_hub, node)?;
+        // Validation keeps it in 4 KiB..=256 MiB; a u32 always fits a usize on the targets
+        // Wedge builds for, and saturating keeps it safe if ever it did not.
+        settings.max_frame = usize::try_from(config.wedge.edge_hub.max_frame_bytes)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        Ok(settings)
+    }
+
     /// `wss://<server>/<projectID>/<node>/events` (the cloud ignores the path, but edgecore
     /// sends it and so do we).
     pub fn url(&self) -> String {
@@ -186,6 +203,23 @@ mod tests {
         let mut c = config("cloud:1");
         c.project_id = "a b".into();
         assert_eq!(e(&c, "n"), SettingsError::BadProjectId("a b".into()));
+    }
+
+    #[test]
+    fn frame_limit_comes_from_the_wedge_section() {
+        let mut c = EdgeCoreConfig::default();
+        c.modules.edge_hub.websocket.server = "cloud:10000".into();
+        let s = LinkSettings::from_edgecore(&c, "n").unwrap();
+        assert_eq!(s.max_frame, DEFAULT_MAX_FRAME);
+        c.wedge.edge_hub.max_frame_bytes = 65536;
+        let s = LinkSettings::from_edgecore(&c, "n").unwrap();
+        assert_eq!(s.max_frame, 65536);
+        assert_eq!(s.server, "cloud:10000");
+        c.modules.edge_hub.websocket.server = String::new();
+        assert_eq!(
+            LinkSettings::from_edgecore(&c, "n").unwrap_err(),
+            SettingsError::NoServer
+        );
     }
 
     #[test]
