@@ -75,6 +75,27 @@ pub(crate) async fn dial(settings: &LinkSettings) -> Result<Ws, DialError> {
         .map_err(|_| DialError::Timeout(settings.handshake_timeout))?
 }
 
+/// Writes `msgs` as one text frame each and flushes once, all within `deadline`; an error
+/// means the link is broken. One flush per batch keeps a backlog from costing a TLS record
+/// and a system call per message.
+pub(crate) async fn write_batch(
+    sink: &mut WsSink,
+    msgs: &[&Message],
+    deadline: Duration,
+) -> Result<(), String> {
+    let all = async {
+        for msg in msgs {
+            sink.feed(WsMessage::Text(encode(msg).into())).await?;
+        }
+        sink.flush().await
+    };
+    match tokio::time::timeout(deadline, all).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("write failed: {e}")),
+        Err(_) => Err(format!("write took longer than {deadline:?}")),
+    }
+}
+
 /// Writes one message as one text frame within `deadline`; an error means the link is broken.
 pub(crate) async fn write(
     sink: &mut WsSink,

@@ -26,7 +26,7 @@ use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_core::{Content, Message, Module, ModuleContext, ModuleError};
 
 use super::backoff::Backoff;
-use super::connection::{WsSink, dial, write};
+use super::connection::{WsSink, dial, write, write_batch};
 use super::dispatch::{Dispatch, route_inbound};
 use super::frame::{control_ack, decode, is_control, keepalive};
 use super::inbound::{INBOUND_CAPACITY, InboundQueue, deliver};
@@ -42,6 +42,9 @@ const FLUSH_BATCH: usize = 256;
 
 /// Mailbox messages committed to the outbox together (one shared commit).
 const INTAKE_BATCH: usize = 256;
+
+/// Ready messages written with one flush.
+const SEND_BATCH: usize = 64;
 
 /// Counters shown on `/metrics`.
 #[derive(Debug, Default)]
@@ -110,16 +113,18 @@ impl EdgeHub {
         self.stats.connected.load(Ordering::Relaxed)
     }
 
-    /// Commits `first` and whatever else is already waiting in the mailbox (up to
-    /// [`INTAKE_BATCH`]) to the outbox, pipelined so they share commits, and waits for those
-    /// commits. A message refused because the outbox is full is logged and counted. Store
-    /// failures end the module (the supervisor restarts it; nothing was acknowledged).
+    /// Queues `first` and whatever else is already waiting in the mailbox (up to
+    /// [`INTAKE_BATCH`]) for the outbox, so they share commits, without waiting for those
+    /// commits: each commit wakes the session ([`Outbox::changed`]), which sends only what is
+    /// committed. A message refused because the outbox is full is logged and counted; so is
+    /// one whose commit fails (nothing was acknowledged for it), and the store's own error
+    /// ends the module when it cannot even queue.
     async fn take_in(&self, first: Message, ctx: &mut ModuleContext) -> Result<(), ModuleError> {
         let mut pushes = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next {
             match self.outbox.submit(&msg).await {
-                Ok(push) => pushes.push(push),
+                Ok(push) => pushes.push((msg.header.id.clone(), push)),
                 Err(OutboxError::Full { cap }) => {
                     self.stats.refused.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(
@@ -136,9 +141,15 @@ impl EdgeHub {
                 None
             };
         }
-        for push in pushes {
-            push.await.map_err(Box::new)?;
-        }
+        let stats = self.stats.clone();
+        tokio::spawn(async move {
+            for (msg_id, push) in pushes {
+                if let Err(e) = push.await {
+                    stats.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(%msg_id, "cloud-bound message not stored: {e}");
+                }
+            }
+        });
         Ok(())
     }
 
@@ -315,8 +326,8 @@ impl EdgeHub {
         }
     }
 
-    /// Writes the oldest ready message if the rate limit has a token for it; `Some` when the
-    /// write broke the link.
+    /// Writes the oldest ready messages, as many as the rate limit has tokens for (at most
+    /// [`SEND_BATCH`]), with one flush; `Some` when the write broke the link.
     async fn send_front(
         &self,
         sink: &mut WsSink,
@@ -324,15 +335,21 @@ impl EdgeHub {
         written: &mut Option<u64>,
         bucket: &mut TokenBucket,
     ) -> Option<SessionEnd> {
-        if bucket.try_take(Instant::now()).is_err() {
+        let now = Instant::now();
+        let mut n = 0;
+        while n < ready.len().min(SEND_BATCH) && bucket.try_take(now).is_ok() {
+            n += 1;
+        }
+        if n == 0 {
             return None;
         }
-        let (seq, msg) = ready.pop_front()?;
-        if let Err(e) = write(sink, &msg, self.settings.write_timeout).await {
+        let batch: Vec<&Message> = ready.iter().take(n).map(|(_, m)| m).collect();
+        if let Err(e) = write_batch(sink, &batch, self.settings.write_timeout).await {
             return Some(SessionEnd::Broken(e));
         }
-        self.stats.sent.fetch_add(1, Ordering::Relaxed);
-        *written = Some(seq);
+        let last = ready.drain(..n).last().map(|(seq, _)| seq);
+        self.stats.sent.fetch_add(n as u64, Ordering::Relaxed);
+        *written = last.or(*written);
         None
     }
 
