@@ -347,9 +347,9 @@ impl EdgeHub {
         if let Err(e) = write_batch(sink, &batch, self.settings.write_timeout).await {
             return Some(SessionEnd::Broken(e));
         }
-        let last = ready.drain(..n).last().map(|(seq, _)| seq);
+        *written = Some(ready[n - 1].0);
+        ready.drain(..n);
         self.stats.sent.fetch_add(n as u64, Ordering::Relaxed);
-        *written = last.or(*written);
         None
     }
 
