@@ -182,6 +182,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         settings.image_gc.high_threshold = percent(edged.image_gc_high_threshold);
         settings.image_gc.low_threshold = percent(edged.image_gc_low_threshold);
         settings.node_report = Some(wedge_edged::node::NodeReportSettings::new(node.clone()));
+        let ours = &config.wedge.edged;
+        settings.static_pod_dir =
+            (!ours.static_pod_dir.is_empty()).then(|| ours.static_pod_dir.clone().into());
+        settings.wasm_runtime_class = ours.wasm_runtime_class.clone();
         let edged = Arc::new(
             wedge_edged::Edged::new(settings)
                 .with_wasm(Arc::new(crate::wasm_pods::HostPods::new(wasm.clone()))),

@@ -314,6 +314,32 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
         "bytes per inbound cloud frame",
     );
     v.in_range(
+        "wedge.edgeHub.reconnectInitialMs",
+        w.edge_hub.reconnect_initial_ms,
+        10,
+        60_000,
+        "milliseconds",
+    );
+    v.in_range(
+        "wedge.edgeHub.reconnectMaxMs",
+        w.edge_hub.reconnect_max_ms,
+        100,
+        600_000,
+        "milliseconds",
+    );
+    if w.edge_hub.reconnect_max_ms < w.edge_hub.reconnect_initial_ms {
+        v.fail(
+            "wedge.edgeHub.reconnectMaxMs",
+            format!(
+                "must be >= wedge.edgeHub.reconnectInitialMs ({}), got {}",
+                w.edge_hub.reconnect_initial_ms, w.edge_hub.reconnect_max_ms
+            ),
+        );
+    }
+    if w.edged.wasm_runtime_class.is_empty() {
+        v.fail("wedge.edged.wasmRuntimeClass", "must not be empty");
+    }
+    v.in_range(
         "wedge.bus.queueCapacity",
         w.bus.queue_capacity,
         1,
@@ -625,6 +651,20 @@ mod tests {
         rejects(&c, "wedge.edgeHub.maxFrameBytes", "4096..=268435456");
         c.wedge.edge_hub.max_frame_bytes = 268_435_457;
         rejects(&c, "wedge.edgeHub.maxFrameBytes", "4096..=268435456");
+        let mut c = EdgeCoreConfig::default();
+        c.wedge.edge_hub.reconnect_initial_ms = 5;
+        rejects(&c, "wedge.edgeHub.reconnectInitialMs", "10..=60000");
+        let mut c = EdgeCoreConfig::default();
+        c.wedge.edge_hub.reconnect_initial_ms = 5_000;
+        c.wedge.edge_hub.reconnect_max_ms = 1_000;
+        rejects(
+            &c,
+            "wedge.edgeHub.reconnectMaxMs",
+            ">= wedge.edgeHub.reconnectInitialMs",
+        );
+        let mut c = EdgeCoreConfig::default();
+        c.wedge.edged.wasm_runtime_class = String::new();
+        rejects(&c, "wedge.edged.wasmRuntimeClass", "must not be empty");
         let mut c = EdgeCoreConfig::default();
         c.wedge.supervision.ping_interval = 0;
         rejects(&c, "wedge.supervision.pingInterval", ">= 1");

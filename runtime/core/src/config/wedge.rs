@@ -37,6 +37,9 @@ pub struct WedgeSettings {
     /// The cloud link's own limits (beyond `modules.edgeHub`).
     #[serde(deserialize_with = "null_as_default")]
     pub edge_hub: EdgeHubSettings,
+    /// Wedge's edged (static pods, Wasm pods).
+    #[serde(deserialize_with = "null_as_default")]
+    pub edged: EdgedSettings,
 }
 
 impl Default for WedgeSettings {
@@ -52,6 +55,7 @@ impl Default for WedgeSettings {
             devices: DevicesSettings::default(),
             outbox: OutboxSettings::default(),
             edge_hub: EdgeHubSettings::default(),
+            edged: EdgedSettings::default(),
         }
     }
 }
@@ -111,12 +115,39 @@ pub struct EdgeHubSettings {
     /// Wedge bounds the memory one cloud frame may take. Larger frames are logged, counted
     /// and skipped, and the session stays up.
     pub max_frame_bytes: u32,
+    /// First redial delay after the link fails, in ms; 10..=60_000. KubeEdge waits 5 s
+    /// between dials and 30 s after five.
+    pub reconnect_initial_ms: u32,
+    /// Longest redial delay, in ms; 100..=600_000 and >= the first. It bounds how long the
+    /// node takes to notice the cloud is back.
+    pub reconnect_max_ms: u32,
 }
 
 impl Default for EdgeHubSettings {
     fn default() -> Self {
         Self {
             max_frame_bytes: 4 * 1024 * 1024,
+            reconnect_initial_ms: 100,
+            reconnect_max_ms: 800,
+        }
+    }
+}
+
+/// `wedge.edged`: what Wedge's edged has beyond KubeEdge's keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct EdgedSettings {
+    /// Directory of static pod manifests ("" = none).
+    pub static_pod_dir: String,
+    /// `runtimeClassName` of pods that run in the Wasm host instead of Docker.
+    pub wasm_runtime_class: String,
+}
+
+impl Default for EdgedSettings {
+    fn default() -> Self {
+        Self {
+            static_pod_dir: String::new(),
+            wasm_runtime_class: "wedge-wasm".to_owned(),
         }
     }
 }

@@ -115,9 +115,13 @@ impl LinkSettings {
         let mut settings = LinkSettings::from_config(&config.modules.edge_hub, node)?;
         // Validation keeps it in 4 KiB..=256 MiB; a u32 always fits a usize on the targets
         // Wedge builds for, and saturating keeps it safe if ever it did not.
-        settings.max_frame = usize::try_from(config.wedge.edge_hub.max_frame_bytes)
+        let wedge = &config.wedge.edge_hub;
+        settings.max_frame = usize::try_from(wedge.max_frame_bytes)
             .unwrap_or(usize::MAX)
             .max(1);
+        settings.backoff.initial = Duration::from_millis(u64::from(wedge.reconnect_initial_ms));
+        settings.backoff.max =
+            Duration::from_millis(u64::from(wedge.reconnect_max_ms)).max(settings.backoff.initial);
         Ok(settings)
     }
 
@@ -212,8 +216,12 @@ mod tests {
         let s = LinkSettings::from_edgecore(&c, "n").unwrap();
         assert_eq!(s.max_frame, DEFAULT_MAX_FRAME);
         c.wedge.edge_hub.max_frame_bytes = 65536;
+        c.wedge.edge_hub.reconnect_initial_ms = 50;
+        c.wedge.edge_hub.reconnect_max_ms = 2_000;
         let s = LinkSettings::from_edgecore(&c, "n").unwrap();
         assert_eq!(s.max_frame, 65536);
+        assert_eq!(s.backoff.initial, Duration::from_millis(50));
+        assert_eq!(s.backoff.max, Duration::from_secs(2));
         assert_eq!(s.server, "cloud:10000");
         c.modules.edge_hub.websocket.server = String::new();
         assert_eq!(
