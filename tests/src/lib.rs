@@ -27,10 +27,13 @@ use anyhow::{Context, Result, bail};
 /// The `wedge` binary of the current build profile, next to the test executable's `deps/`.
 pub fn wedge_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test executable lives in target/<profile>/deps");
+    // Tests live in target/<profile>/deps, the load generators in target/<profile>.
+    let dir = exe.parent().expect("the executable has a directory");
+    let profile_dir = if dir.ends_with("deps") {
+        dir.parent().expect("deps has a parent")
+    } else {
+        dir
+    };
     let bin = profile_dir.join("wedge");
     assert!(
         bin.is_file(),
