@@ -111,6 +111,20 @@ fn pod_insert(name: &str, uid: &str) -> Message {
     msg
 }
 
+/// The cloud's delete of pod `name` (`uid`).
+fn pod_delete(name: &str, uid: &str) -> Message {
+    let mut delete = Message::build(
+        "edgecontroller",
+        "resource",
+        "delete",
+        &format!("default/pod/{name}"),
+        Content::json(&json!({"metadata": {"name": name, "namespace": "default", "uid": uid}}))
+            .unwrap(),
+    );
+    delete.header.resource_version = "2".into();
+    delete
+}
+
 fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", &wedge_core::message::new_id()[..8])
 }
@@ -154,16 +168,7 @@ fn a_cloud_pod_runs_on_docker_reports_status_and_survives_an_offline_restart() {
     );
 
     // The cloud deletes the pod: its containers go.
-    let mut delete = Message::build(
-        "edgecontroller",
-        "resource",
-        "delete",
-        &format!("default/pod/{name}"),
-        Content::json(&json!({"metadata": {"name": name, "namespace": "default", "uid": uid}}))
-            .unwrap(),
-    );
-    delete.header.resource_version = "2".into();
-    hub.send_acked(delete).unwrap();
+    hub.send_acked(pod_delete(&name, &uid)).unwrap();
     wait_containers(&uid, <[String]>::is_empty);
     node.daemon
         .stop(libc::SIGTERM, Duration::from_secs(10))
@@ -200,8 +205,17 @@ fn a_pod_deleted_from_local_state_while_the_node_is_down_is_removed_at_start() {
         .unwrap();
 }
 
-/// Answers the node's remote call on `resource` (op `op`) the way cloudcore does: a response
-/// carrying the object, with the call's id as parent.
+/// Answers `call` the way cloudcore's edgecontroller does: a `resource`-group response
+/// carrying `{"Object": object, "Err": null}`, with the call's id as parent.
+fn answer(hub: &CloudHub, call: &Message, object: Value) {
+    let mut reply = call.response(Content::json(&json!({"Object": object, "Err": null})).unwrap());
+    reply.route.source = "edgecontroller".into();
+    reply.route.group = "resource".into();
+    hub.send(reply).unwrap();
+}
+
+/// Waits for the node's remote call `op` on `resource` and answers it with the object it
+/// carried.
 fn answer_remote(hub: &CloudHub, op: &str, resource: &str) -> Message {
     let call = hub
         .wait_for(
@@ -216,10 +230,7 @@ fn answer_remote(hub: &CloudHub, op: &str, resource: &str) -> Message {
         .message
         .unwrap();
     let object: Value = serde_json::from_str(call.content.raw()).unwrap();
-    let mut reply = call.response(Content::json(&json!({"Object": object, "Err": null})).unwrap());
-    reply.route.source = "edgecontroller".into();
-    reply.route.group = "resource".into();
-    hub.send(reply).unwrap();
+    answer(hub, &call, object);
     call
 }
 
@@ -360,16 +371,7 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
     );
 
     // Deleting the pod removes the module it brought; the store's module stays.
-    let mut delete = Message::build(
-        "edgecontroller",
-        "resource",
-        "delete",
-        &format!("default/pod/{name}"),
-        Content::json(&json!({"metadata": {"name": name, "namespace": "default", "uid": uid}}))
-            .unwrap(),
-    );
-    delete.header.resource_version = "2".into();
-    hub.send_acked(delete).unwrap();
+    hub.send_acked(pod_delete(&name, &uid)).unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
         let (code, body) = wedge_tests::http_get(node.admin, "/modules").unwrap();

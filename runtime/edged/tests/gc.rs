@@ -7,35 +7,17 @@
 //! test keeps a container on every image it did not make, so that a pass can only ever remove
 //! the test's own image, whatever else is on the engine.
 
+mod common;
+
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{IMAGE, WAIT, engine, unique};
 use wedge_edged::disk::{DiskSource, SimulatedDisk};
 use wedge_edged::engine::{ContainerPlan, Engine, labels};
 use wedge_edged::gc::{ContainerGcPolicy, FsUsage, ImageGcPolicy};
 use wedge_edged::gc_pass::{ImageGc, collect_containers};
-
-const IMAGE: &str = "wedge-test/busybox:1";
-const WAIT: Duration = Duration::from_secs(30);
-
-async fn engine() -> Engine {
-    let engine = Engine::connect().await.unwrap_or_else(|e| {
-        panic!("these tests need a Docker engine (bash .ci/setup starts one): {e}")
-    });
-    engine
-        .docker()
-        .inspect_image(IMAGE)
-        .await
-        .unwrap_or_else(|e| {
-            panic!("these tests need the image {IMAGE} (bash .ci/setup imports it): {e}")
-        });
-    engine
-}
-
-fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", &wedge_core::message::new_id()[..8])
-}
 
 /// A plan for container `name` of pod `uid` on `node`, attempt `restart`, running `script`.
 fn plan(node: &str, uid: &str, name: &str, restart: u32, script: &str) -> ContainerPlan {

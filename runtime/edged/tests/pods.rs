@@ -4,10 +4,13 @@
 //! Needs a running engine and the `wedge-test/busybox:1` image, both set up by `.ci/setup`;
 //! without them the tests fail and say so.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{IMAGE, WAIT, engine, unique};
 use serde_json::{Value, json};
 use wedge_core::bus::Mailbox;
 use wedge_core::health::Health;
@@ -15,23 +18,6 @@ use wedge_core::module::{SupervisionSettings, Supervisor};
 use wedge_core::{Bus, Content, Message};
 use wedge_edged::engine::{Engine, ManagedContainer};
 use wedge_edged::{Edged, EdgedSettings};
-
-const IMAGE: &str = "wedge-test/busybox:1";
-const WAIT: Duration = Duration::from_secs(30);
-
-async fn engine() -> Engine {
-    let engine = Engine::connect().await.unwrap_or_else(|e| {
-        panic!("these tests need a Docker engine (bash .ci/setup starts one): {e}")
-    });
-    engine
-        .docker()
-        .inspect_image(IMAGE)
-        .await
-        .unwrap_or_else(|e| {
-            panic!("these tests need the image {IMAGE} (bash .ci/setup imports it): {e}")
-        });
-    engine
-}
 
 /// A node with edged and the test as metamanager.
 struct Node {
@@ -47,10 +33,6 @@ struct Node {
     name: String,
     /// ConfigMaps and Secrets metamanager holds, by `<ns>/<type>/<name>`.
     objects: HashMap<String, Value>,
-}
-
-fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", &wedge_core::message::new_id()[..8])
 }
 
 fn pod(name: &str, spec: Value) -> Value {
