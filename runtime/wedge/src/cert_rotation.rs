@@ -23,6 +23,16 @@ use wedge_edgehub::link::EdgeHub;
 /// missed time (a tokio sleep runs on the monotonic clock).
 const MAX_STEP: Duration = Duration::from_secs(3600);
 
+/// The CA, certificate and key files `modules.edgeHub` names (bootstrap and rotation write
+/// the same three).
+pub fn cert_paths(hub: &wedge_core::config::EdgeHub) -> CertPaths {
+    CertPaths {
+        ca: hub.tls_ca_file.clone().into(),
+        cert: hub.tls_cert_file.clone().into(),
+        key: hub.tls_private_key_file.clone().into(),
+    }
+}
+
 /// Where rotation asks and what it replaces.
 #[derive(Debug, Clone)]
 pub struct RotationSettings {
@@ -52,11 +62,7 @@ impl RotationSettings {
         Some(RotationSettings {
             server: hub.http_server.clone(),
             node: node.to_owned(),
-            paths: CertPaths {
-                ca: hub.tls_ca_file.clone().into(),
-                cert: hub.tls_cert_file.clone().into(),
-                key: hub.tls_private_key_file.clone().into(),
-            },
+            paths: cert_paths(hub),
         })
     }
 }

@@ -296,12 +296,8 @@ async fn start_wasm_host(
 /// start with the reason (as edgecore does; a supervisor such as systemd retries), and never
 /// overwrites the existing files.
 async fn ensure_node_certificate(hub: &wedge_core::config::EdgeHub, node: &str) -> Result<()> {
-    use wedge_edgehub::bootstrap::{CertPaths, bootstrap, read_cert_status};
-    let paths = CertPaths {
-        ca: hub.tls_ca_file.clone().into(),
-        cert: hub.tls_cert_file.clone().into(),
-        key: hub.tls_private_key_file.clone().into(),
-    };
+    use wedge_edgehub::bootstrap::{bootstrap, read_cert_status};
+    let paths = crate::cert_rotation::cert_paths(hub);
     let status = read_cert_status(&paths.cert, node, std::time::SystemTime::now());
     if !status.needs_bootstrap() {
         return Ok(());
