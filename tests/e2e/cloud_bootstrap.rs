@@ -9,8 +9,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
+use wedge_tests::Daemon;
+use wedge_tests::cloud_node::bootstrap_config;
 use wedge_tests::cloudhub::{CloudHub, CloudHubOptions, Connection, Issuing};
-use wedge_tests::{Daemon, free_port};
 
 const NODE: &str = "edge-1";
 const WAIT: Duration = Duration::from_secs(15);
@@ -36,38 +37,6 @@ impl Files {
     fn contents(&self) -> [Vec<u8>; 3] {
         [&self.ca, &self.cert, &self.key].map(|p| std::fs::read(p).unwrap())
     }
-}
-
-/// An edgecore.yaml joining `hub` with `files`, and `token` when not empty.
-fn config(dir: &Path, hub: &CloudHub, files: &Files, token: &str) -> PathBuf {
-    let config = format!(
-        "apiVersion: edgecore.config.kubeedge.io/v1alpha2
-kind: EdgeCore
-modules:
-  edged:
-    hostnameOverride: {NODE}
-  eventBus:
-    mqttServerInternal: tcp://127.0.0.1:{mqtt}
-  edgeHub:
-    enable: true
-    tlsCaFile: {ca}
-    tlsCertFile: {cert}
-    tlsPrivateKeyFile: {key}
-    httpServer: https://{https}
-    token: \"{token}\"
-    websocket:
-      server: {ws}
-",
-        mqtt = free_port(),
-        ca = files.ca.display(),
-        cert = files.cert.display(),
-        key = files.key.display(),
-        https = hub.https_addr(),
-        ws = hub.ws_addr(),
-    );
-    let path = dir.join("edgecore.yaml");
-    std::fs::write(&path, config).unwrap();
-    path
 }
 
 fn unix_now() -> u64 {
@@ -110,12 +79,7 @@ fn a_bootstrap_server_whose_certificate_the_ca_does_not_vouch_for_is_refused() {
     let files = bogus_files(dir.path(), &hub);
     let before = files.contents();
     // The token names the CA that `/ca.crt` serves, so only the server's certificate is wrong.
-    let config = config(
-        dir.path(),
-        &hub,
-        &files,
-        &hub.ca().token(NODE, unix_now() + 3600),
-    );
+    let config = bootstrap_config(dir.path(), &hub, &hub.ca().token(NODE, unix_now() + 3600));
     let log = refused_start(dir.path(), &config);
     assert!(
         // The impostor's CA has the real one's name (`CN=KubeEdge`), so rustls reports a bad
@@ -145,12 +109,7 @@ fn a_certificate_issued_to_another_cn_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let files = bogus_files(dir.path(), &hub);
     let before = files.contents();
-    let config = config(
-        dir.path(),
-        &hub,
-        &files,
-        &hub.ca().token(NODE, unix_now() + 3600),
-    );
+    let config = bootstrap_config(dir.path(), &hub, &hub.ca().token(NODE, unix_now() + 3600));
     let log = refused_start(dir.path(), &config);
     assert!(
         log.contains(
@@ -237,7 +196,7 @@ fn a_short_lived_certificate_is_rotated_on_schedule_and_presented_on_a_new_sessi
     std::fs::write(&files.ca, hub.ca().ca_pem()).unwrap();
     std::fs::write(&files.cert, &first.cert_pem).unwrap();
     std::fs::write(&files.key, &first.key_pem).unwrap();
-    let config = config(dir.path(), &hub, &files, "");
+    let config = bootstrap_config(dir.path(), &hub, "");
     let (mut node, admin) = Daemon::run_local(
         &dir.path().join("data"),
         &["--config", config.to_str().unwrap()],
@@ -335,7 +294,7 @@ fn a_refused_rotation_keeps_the_files_and_is_retried_two_seconds_later() {
     std::fs::write(&files.cert, &first.cert_pem).unwrap();
     std::fs::write(&files.key, &first.key_pem).unwrap();
     let before = files.contents();
-    let config = config(dir.path(), &hub, &files, "");
+    let config = bootstrap_config(dir.path(), &hub, "");
     let (mut node, admin) = Daemon::run_local(
         &dir.path().join("data"),
         &["--config", config.to_str().unwrap()],

@@ -4,22 +4,15 @@
 //! skipped with a logged reason, the malformed ones are counted on `/metrics`, and the same
 //! session carries a valid pod insert to its ACK afterwards.
 
-use std::path::Path;
 use std::time::Duration;
 
 use wedge_core::{Content, Message};
+use wedge_tests::cloud_node::{CloudNode, NodeOptions};
 use wedge_tests::cloudhub::{CloudHub, CloudHubOptions};
-use wedge_tests::{Daemon, free_port, http_get};
 
 const NODE: &str = "edge-1";
 const WAIT: Duration = Duration::from_secs(15);
 const MAX_FRAME: usize = 64 * 1024;
-
-/// The value of an unlabelled sample in Prometheus text, or `None` when it is absent.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
 
 fn pod_insert(name: &str, uid: &str, padding: usize) -> Message {
     let content = format!(
@@ -40,64 +33,21 @@ fn pod_insert(name: &str, uid: &str, padding: usize) -> Message {
 #[test]
 fn malformed_and_oversize_frames_are_skipped_and_counted_and_the_session_stays_up() {
     let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let certs = dir.path().join("certs");
-    std::fs::create_dir_all(&certs).unwrap();
-    let client = hub
-        .ca()
-        .client_cert(&format!("system:node:{NODE}"))
-        .unwrap();
-    std::fs::write(certs.join("rootCA.crt"), hub.ca().ca_pem()).unwrap();
-    std::fs::write(certs.join("server.crt"), &client.cert_pem).unwrap();
-    std::fs::write(certs.join("server.key"), &client.key_pem).unwrap();
-    let config = format!(
-        "apiVersion: edgecore.config.kubeedge.io/v1alpha2
-kind: EdgeCore
-modules:
-  edged:
-    hostnameOverride: {NODE}
-  eventBus:
-    mqttServerInternal: tcp://127.0.0.1:{mqtt}
-  edgeHub:
-    enable: true
-    tlsCaFile: {certs}/rootCA.crt
-    tlsCertFile: {certs}/server.crt
-    tlsPrivateKeyFile: {certs}/server.key
-    websocket:
-      server: {ws}
-wedge:
-  edgeHub:
-    maxFrameBytes: {MAX_FRAME}
-",
-        mqtt = free_port(),
-        certs = certs.display(),
-        ws = hub.ws_addr(),
-    );
-    let config_path = dir.path().join("edgecore.yaml");
-    std::fs::write(&config_path, config).unwrap();
-    let data = dir.path().join("data");
-    let admin = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let admin_arg = admin.to_string();
+    let wedge_extra = format!("  edgeHub:\n    maxFrameBytes: {MAX_FRAME}\n");
     // Debug for the link: the all-empty message is dropped (no destination) at debug level,
     // and the test checks that the log says so.
-    let mut node = Daemon::start(
-        &[
-            "run",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--admin-addr",
-            &admin_arg,
-            "--config",
-            config_path.to_str().unwrap(),
-        ],
-        &[("RUST_LOG", Path::new("info,wedge_edgehub=debug"))],
-        false,
+    let mut node = CloudNode::start_with(
+        &hub,
+        NodeOptions {
+            wedge_extra: &wedge_extra,
+            log_filter: Some("info,wedge_edgehub=debug"),
+            ..NodeOptions::default()
+        },
     )
     .unwrap();
-    node.wait_healthy(admin, WAIT).unwrap();
     let session = hub
         .wait_connected(WAIT)
-        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.daemon.log()));
 
     // 1. Not JSON. 2. JSON without `header`. 3. Edgecore v1.15's all-empty shutdown message.
     hub.send_raw("this is not json\n").unwrap();
@@ -126,7 +76,7 @@ wedge:
             },
             WAIT,
         )
-        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.daemon.log()));
     assert_eq!(
         ack.message.unwrap().content.as_string().as_deref(),
         Some("OK")
@@ -134,21 +84,27 @@ wedge:
 
     // The same session carried everything: no redial.
     let connections = hub.connections();
-    assert_eq!(connections.len(), 1, "{connections:?}\n{}", node.log());
+    assert_eq!(
+        connections.len(),
+        1,
+        "{connections:?}\n{}",
+        node.daemon.log()
+    );
     assert_eq!(connections[0].opened, session.opened);
     assert!(connections[0].closed.is_none());
 
     // Frames are handled in arrival order, so the ACK means all four were handled already.
-    let (code, metrics) = http_get(admin, "/metrics").unwrap();
-    assert_eq!(code, 200);
+    let metrics = node.metrics().unwrap();
     assert_eq!(
-        metric(&metrics, "wedge_edgehub_frames_malformed_total"),
+        node.metric("wedge_edgehub_frames_malformed_total").ok(),
         Some(3.0),
         "non-JSON, headerless and oversize are malformed; the empty message is not:\n{metrics}"
     );
-    assert_eq!(metric(&metrics, "wedge_edgehub_connects_total"), Some(1.0));
+    assert_eq!(node.metric("wedge_edgehub_connects_total").ok(), Some(1.0));
     assert!(
-        metric(&metrics, "wedge_edgehub_inbound_undeliverable_total").unwrap_or(0.0) >= 1.0,
+        node.metric("wedge_edgehub_inbound_undeliverable_total")
+            .unwrap_or(0.0)
+            >= 1.0,
         "the empty message has no destination:\n{metrics}"
     );
 
@@ -162,7 +118,7 @@ wedge:
         "the oversize pod was ACKed"
     );
     let db = rusqlite::Connection::open_with_flags(
-        data.join("edgecore.db"),
+        node.data.join("edgecore.db"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
     .unwrap();
@@ -176,7 +132,7 @@ wedge:
     assert_eq!(keys, ["default/pod/nginx"]);
 
     // The log says why each one was skipped.
-    let log = node.log();
+    let log = node.daemon.log();
     let skipped: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("cloud frame skipped"))
@@ -201,5 +157,7 @@ wedge:
             .any(|l| l.contains("cloud message has no destination; dropped")),
         "{log}"
     );
-    node.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 use wedge_core::{Content, Message};
+use wedge_tests::Daemon;
+use wedge_tests::cloud_node::{CloudNode, bootstrap_config};
 use wedge_tests::cloudhub::{CloudHub, CloudHubOptions};
 use wedge_tests::mqtt::MqttClient;
-use wedge_tests::twin_fixtures::THERMOMETERS;
-use wedge_tests::{Daemon, free_port, http_get};
 
 const NODE: &str = "edge-1";
 const WAIT: Duration = Duration::from_secs(15);
@@ -22,50 +22,7 @@ fn pod_inserts_are_acked_after_commit_and_twin_updates_reach_the_cloud() {
         ..CloudHubOptions::default()
     })
     .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let certs = dir.path().join("certs");
-    std::fs::create_dir_all(&certs).unwrap();
-    let client = hub
-        .ca()
-        .client_cert(&format!("system:node:{NODE}"))
-        .unwrap();
-    std::fs::write(certs.join("rootCA.crt"), hub.ca().ca_pem()).unwrap();
-    std::fs::write(certs.join("server.crt"), &client.cert_pem).unwrap();
-    std::fs::write(certs.join("server.key"), &client.key_pem).unwrap();
-    let devices = dir.path().join("devices");
-    std::fs::create_dir_all(&devices).unwrap();
-    std::fs::write(devices.join("devices.yaml"), THERMOMETERS).unwrap();
-    let mqtt_port = free_port();
-    let config = format!(
-        "apiVersion: edgecore.config.kubeedge.io/v1alpha2
-kind: EdgeCore
-modules:
-  edged:
-    hostnameOverride: {NODE}
-  eventBus:
-    mqttServerInternal: tcp://127.0.0.1:{mqtt_port}
-  edgeHub:
-    enable: true
-    heartbeat: 2
-    tlsCaFile: {certs}/rootCA.crt
-    tlsCertFile: {certs}/server.crt
-    tlsPrivateKeyFile: {certs}/server.key
-    websocket:
-      server: {ws}
-wedge:
-  devices:
-    dir: {devices}
-",
-        certs = certs.display(),
-        ws = hub.ws_addr(),
-        devices = devices.display(),
-    );
-    let config_path = dir.path().join("edgecore.yaml");
-    std::fs::write(&config_path, config).unwrap();
-    let data = dir.path().join("data");
-    let (mut node, admin) =
-        Daemon::run_local(&data, &["--config", config_path.to_str().unwrap()]).unwrap();
-    node.wait_healthy(admin, WAIT).unwrap();
+    let mut node = CloudNode::start(&hub, "    heartbeat: 2\n").unwrap();
     let session = hub.wait_connected(WAIT).unwrap();
     assert_eq!(session.node, NODE);
     assert_eq!(session.cn, format!("system:node:{NODE}"));
@@ -92,12 +49,14 @@ wedge:
             },
             WAIT,
         )
-        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.daemon.log()));
     let ack = ack.message.unwrap();
     assert_eq!(ack.content.as_string().as_deref(), Some("OK"));
-    let db =
-        Connection::open_with_flags(data.join("edgecore.db"), OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap();
+    let db = Connection::open_with_flags(
+        node.data.join("edgecore.db"),
+        OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
     let stored: String = db
         .query_row(
             "SELECT value FROM meta WHERE key = 'default/pod/nginx'",
@@ -118,14 +77,14 @@ wedge:
             },
             WAIT,
         )
-        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()))
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.daemon.log()))
         .message
         .unwrap();
     hub.send(twin_confirmation(&detail)).unwrap();
-    wait_for_metric(admin, "wedge_devicetwin_cloud_pending", 0.0);
+    wait_for_metric(&node, "wedge_devicetwin_cloud_pending", 0.0);
 
     // A mapper's twin update goes to the cloud as edge_updated through the link.
-    let mapper = MqttClient::connect(mqtt_port, "cloud-link-mapper").unwrap();
+    let mapper = MqttClient::connect(node.mqtt_port, "cloud-link-mapper").unwrap();
     mapper
         .publish(
             "$hw/events/device/default/thermo-1/twin/update",
@@ -141,7 +100,7 @@ wedge:
             },
             WAIT,
         )
-        .unwrap_or_else(|e| panic!("{e}\n{}", node.log()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", node.daemon.log()));
     let edge_updated = edge_updated.message.unwrap();
     assert_eq!(edge_updated.route.source, "twin");
     assert_eq!(edge_updated.route.operation, "update");
@@ -157,14 +116,16 @@ wedge:
     // It stays pending until the cloud confirms it (spec §5.7), then it is forgotten.
     // Devicetwin tracks it before handing it to the link, so it is pending by now.
     assert_eq!(
-        metric(admin, "wedge_devicetwin_cloud_pending"),
+        metric(&node, "wedge_devicetwin_cloud_pending"),
         Some(1.0),
         "{}",
-        node.log()
+        node.daemon.log()
     );
     hub.send(twin_confirmation(&edge_updated)).unwrap();
-    wait_for_metric(admin, "wedge_devicetwin_cloud_pending", 0.0);
-    node.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+    wait_for_metric(&node, "wedge_devicetwin_cloud_pending", 0.0);
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
 }
 
 /// The cloud's confirmation of a twin message (spec §5.7): devicecontroller's `"OK"` response
@@ -182,18 +143,15 @@ fn twin_confirmation(confirmed: &Message) -> Message {
 }
 
 /// An unlabelled sample from the node's `/metrics`, or `None` when it is absent.
-fn metric(admin: std::net::SocketAddr, name: &str) -> Option<f64> {
-    let (code, text) = http_get(admin, "/metrics").unwrap();
-    assert_eq!(code, 200, "{text}");
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+fn metric(node: &CloudNode, name: &str) -> Option<f64> {
+    node.metric(name).ok()
 }
 
 /// Polls `/metrics` until `name` reads `want` (confirmations reach devicetwin asynchronously).
-fn wait_for_metric(admin: std::net::SocketAddr, name: &str, want: f64) {
+fn wait_for_metric(node: &CloudNode, name: &str, want: f64) {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
-        let value = metric(admin, name);
+        let value = metric(node, name);
         if value == Some(want) {
             return;
         }
@@ -203,36 +161,6 @@ fn wait_for_metric(admin: std::net::SocketAddr, name: &str, want: f64) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn bootstrap_config(dir: &std::path::Path, hub: &CloudHub, token: &str) -> std::path::PathBuf {
-    let certs = dir.join("certs");
-    let config = format!(
-        "apiVersion: edgecore.config.kubeedge.io/v1alpha2
-kind: EdgeCore
-modules:
-  edged:
-    hostnameOverride: {NODE}
-  eventBus:
-    mqttServerInternal: tcp://127.0.0.1:{mqtt}
-  edgeHub:
-    enable: true
-    tlsCaFile: {certs}/rootCA.crt
-    tlsCertFile: {certs}/server.crt
-    tlsPrivateKeyFile: {certs}/server.key
-    httpServer: https://{https}
-    token: {token}
-    websocket:
-      server: {ws}
-",
-        mqtt = free_port(),
-        certs = certs.display(),
-        https = hub.https_addr(),
-        ws = hub.ws_addr(),
-    );
-    let path = dir.join("edgecore.yaml");
-    std::fs::write(&path, config).unwrap();
-    path
 }
 
 #[test]

@@ -303,6 +303,7 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
             edge_hub_extra: "    messageQPS: 0\n",
             edged: true,
             modules_dir: Some(modules.path()),
+            ..Default::default()
         },
     )
     .unwrap();

@@ -23,6 +23,10 @@ pub struct NodeOptions<'a> {
     pub edged: bool,
     /// A directory of Wasm modules deployed at start (`wedge.modules.dir`).
     pub modules_dir: Option<&'a std::path::Path>,
+    /// YAML lines for the `wedge:` mapping, indented by two spaces.
+    pub wedge_extra: &'a str,
+    /// `RUST_LOG` of the daemon (default: its own, `info`).
+    pub log_filter: Option<&'a str>,
 }
 
 /// A cloud-joined node and where its files are.
@@ -36,6 +40,7 @@ pub struct CloudNode {
     /// Its data directory (the SQLite file is `edgecore.db` in it).
     pub data: PathBuf,
     config: PathBuf,
+    log_filter: Option<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -72,6 +77,8 @@ impl CloudNode {
             edge_hub_extra,
             edged,
             modules_dir,
+            wedge_extra,
+            log_filter,
         } = options;
         let dir = tempfile::tempdir()?;
         let certs = dir.path().join("certs");
@@ -112,7 +119,7 @@ modules:
     dir: {devices}
   modules:
     dir: \"{modules}\"
-",
+{wedge_extra}",
             modules = modules_dir
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),
@@ -123,13 +130,15 @@ modules:
         let config_path = dir.path().join("edgecore.yaml");
         std::fs::write(&config_path, config)?;
         let data = dir.path().join("data");
-        let (daemon, admin) = start_daemon(&data, &config_path)?;
+        let log_filter = log_filter.map(str::to_owned);
+        let (daemon, admin) = start_daemon(&data, &config_path, log_filter.as_deref())?;
         Ok(CloudNode {
             daemon,
             admin,
             mqtt_port,
             data,
             config: config_path,
+            log_filter,
             _dir: dir,
         })
     }
@@ -143,7 +152,7 @@ modules:
 
     /// Starts the node again on the same config and data, and waits until it is healthy.
     pub fn restart(&mut self) -> Result<()> {
-        let (daemon, admin) = start_daemon(&self.data, &self.config)?;
+        let (daemon, admin) = start_daemon(&self.data, &self.config, self.log_filter.as_deref())?;
         self.daemon = daemon;
         self.admin = admin;
         Ok(())
@@ -165,9 +174,50 @@ modules:
     }
 }
 
-fn start_daemon(data: &std::path::Path, config: &std::path::Path) -> Result<(Daemon, SocketAddr)> {
+fn start_daemon(
+    data: &std::path::Path,
+    config: &std::path::Path,
+    log_filter: Option<&str>,
+) -> Result<(Daemon, SocketAddr)> {
     let config = config.to_str().context("config path is not UTF-8")?;
-    let (mut daemon, admin) = Daemon::run_local(data, &["--config", config])?;
+    let env: Vec<(&str, &std::path::Path)> = log_filter
+        .map(|f| ("RUST_LOG", std::path::Path::new(f)))
+        .into_iter()
+        .collect();
+    let (mut daemon, admin) = Daemon::run_local_env(data, &["--config", config], &env)?;
     daemon.wait_healthy(admin, Duration::from_secs(15))?;
     Ok((daemon, admin))
+}
+
+/// Writes an edgecore.yaml in `dir` for a node that joins `hub` and bootstraps its certificate
+/// with `token` (from the simulator's `httpServer`) when the files under `dir/certs`
+/// (`rootCA.crt`, `server.crt`, `server.key`) are missing or unusable; returns its path.
+pub fn bootstrap_config(dir: &std::path::Path, hub: &CloudHub, token: &str) -> PathBuf {
+    let certs = dir.join("certs");
+    let config = format!(
+        "apiVersion: edgecore.config.kubeedge.io/v1alpha2
+kind: EdgeCore
+modules:
+  edged:
+    hostnameOverride: {NODE}
+  eventBus:
+    mqttServerInternal: tcp://127.0.0.1:{mqtt}
+  edgeHub:
+    enable: true
+    tlsCaFile: {certs}/rootCA.crt
+    tlsCertFile: {certs}/server.crt
+    tlsPrivateKeyFile: {certs}/server.key
+    httpServer: https://{https}
+    token: \"{token}\"
+    websocket:
+      server: {ws}
+",
+        mqtt = free_port(),
+        certs = certs.display(),
+        https = hub.https_addr(),
+        ws = hub.ws_addr(),
+    );
+    let path = dir.join("edgecore.yaml");
+    std::fs::write(&path, config).expect("write the node's edgecore.yaml");
+    path
 }

@@ -154,12 +154,21 @@ impl Daemon {
     /// Starts `wedge run` with its state in `data_dir`, its admin API on a free loopback port,
     /// and `extra` arguments; returns the daemon and its admin address.
     pub fn run_local(data_dir: &Path, extra: &[&str]) -> Result<(Daemon, SocketAddr)> {
+        Daemon::run_local_env(data_dir, extra, &[])
+    }
+
+    /// Like [`Daemon::run_local`], with environment variables `env` (e.g. `RUST_LOG`).
+    pub fn run_local_env(
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Result<(Daemon, SocketAddr)> {
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let data_dir = data_dir.to_str().context("data dir is not UTF-8")?;
         let addr = admin.to_string();
         let mut args = vec!["run", "--data-dir", data_dir, "--admin-addr", &addr];
         args.extend_from_slice(extra);
-        Ok((Daemon::start(&args, &[], false)?, admin))
+        Ok((Daemon::start(&args, env, false)?, admin))
     }
 
     /// Sends `signal` and checks that the daemon exits successfully within `timeout`.
