@@ -296,19 +296,7 @@ impl Engine {
     /// Stops a container (SIGTERM, then SIGKILL after `grace`) and removes it with its
     /// anonymous volumes; a container already gone is not an error.
     pub async fn stop_and_remove(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
-        let stop = StopContainerOptions {
-            t: Some(i32::try_from(grace.as_secs()).unwrap_or(i32::MAX)),
-            ..Default::default()
-        };
-        match self.docker.stop_container(id, Some(stop)).await {
-            Ok(()) => {}
-            Err(e) if is_not_found(&e) => return Ok(()),
-            // 304: already stopped.
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 304, ..
-            }) => {}
-            Err(e) => return Err(call(format!("stop container {id}"))(e)),
-        }
+        self.stop(id, grace).await?;
         self.remove(id).await
     }
 
@@ -322,6 +310,7 @@ impl Engine {
         match self.docker.stop_container(id, Some(stop)).await {
             Ok(()) => Ok(()),
             Err(e) if is_not_found(&e) => Ok(()),
+            // 304: already stopped.
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 304, ..
             }) => Ok(()),
