@@ -2,12 +2,16 @@
 //! pods metamanager holds, and reports their status.
 //!
 //! At start it asks metamanager for every stored pod (so pods come back after a reboot with
-//! no cloud) and converges; then pod `insert`/`update`/`delete` messages change the desired
-//! set, and a relist every second converges again: a container that exited is restarted per
-//! the pod's restart policy with kubelet's back-off (10 s doubling to 5 min), containers of
-//! pods no longer desired (orphans) are removed, and a status that changed is sent as a
-//! `podpatch`. Every status is sent again every 10 s, so a status refused while the cloud was
-//! away reaches it once the link is back.
+//! no cloud); then pod `insert`/`update`/`delete` messages change the desired set. The loop
+//! only keeps books: the work on the engine is done by pod workers ([`workers`], [`sync`]),
+//! one per pod at a time, from separate addition and deletion queues, with retry and back-off.
+//!
+//! A relist every second lists the engine's containers once: pods are queued for a sync (a
+//! container that exited is restarted per the pod's restart policy with kubelet's back-off,
+//! 10 s doubling to 5 min), containers of pods no longer desired (orphans) are queued for
+//! removal, and a status that changed is sent as a `podpatch` ([`report`]). Every status is
+//! sent again every 10 s, so a status refused while the cloud was away reaches it once the link
+//! is back.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -16,21 +20,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use wedge_core::message::{group, module, operation};
 use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_core::{Bus, Content, Message, Module, ModuleContext, ModuleError};
 
 use crate::engine::{Engine, EngineError, ManagedContainer};
-use crate::plan::{container_plan, prepare_volumes, spec_hash};
+use crate::plan::prepare_volumes;
 use crate::pod::{Pod, validate};
-use crate::probe::{ProbeKind, Prober, Verdict};
-use crate::projected::{Objects, container_env, write_volumes};
+use crate::probe::Prober;
 use crate::wasm_pods::WasmPods;
 
+mod report;
+mod sync;
 mod wasm;
-use crate::status::{Observed, pod_patch, pod_status};
+mod workers;
 
+use report::{Inspections, ProbeResult};
+use sync::{KillJob, Outcome, PodSync, SharedState, SyncJob};
+use wasm::is_wasm_pod;
+use workers::{PodWorkers, Work};
 /// How edged runs.
 #[derive(Debug, Clone)]
 pub struct EdgedSettings {
@@ -50,6 +60,14 @@ pub struct EdgedSettings {
     pub initial_backoff: Duration,
     /// Longest restart back-off (5 min).
     pub max_backoff: Duration,
+    /// Pod workers of each kind (additions, deletions) that run at once: 5, as legacy
+    /// edged's queue consumers.
+    pub pod_workers: usize,
+    /// First retry of a pod sync or kill that failed (10 s, as legacy edged's pod addition
+    /// back-off); doubles up to `work_retry_max`. New desired state for the pod retries at once.
+    pub work_retry_initial: Duration,
+    /// Longest retry back-off of a pod sync or kill (5 min).
+    pub work_retry_max: Duration,
     /// How long to wait for metamanager's answer to the initial pod query.
     pub query_timeout: Duration,
     /// How long to wait for a ConfigMap or Secret from metamanager before trying again later.
@@ -87,6 +105,9 @@ impl EdgedSettings {
             stop_grace: Duration::from_secs(10),
             initial_backoff: Duration::from_secs(10),
             max_backoff: Duration::from_secs(300),
+            pod_workers: 5,
+            work_retry_initial: Duration::from_secs(10),
+            work_retry_max: Duration::from_secs(300),
             query_timeout: Duration::from_secs(60),
             object_timeout: Duration::from_secs(10),
             node_report: None,
@@ -111,6 +132,11 @@ struct Stats {
     removed: AtomicU64,
     engine_errors: AtomicU64,
     statuses_sent: AtomicU64,
+    additions_running: AtomicU64,
+    deletions_running: AtomicU64,
+    additions_queued: AtomicU64,
+    deletions_queued: AtomicU64,
+    work_retries: AtomicU64,
 }
 
 /// The edged module.
@@ -119,21 +145,6 @@ pub struct Edged {
     stats: Arc<Stats>,
     /// The node's Wasm host, for Wasm pods.
     wasm: Option<Arc<dyn WasmPods>>,
-}
-
-/// A pod edged should run, and what it knows of its progress.
-struct Desired {
-    pod: Pod,
-    /// Why the pod cannot start (spec or volume problem), with its reason.
-    problem: Option<(String, String)>,
-    /// Per container: why it waits (image pull failed, back-off), with a message.
-    waiting: HashMap<String, (String, String)>,
-    /// Per container: earliest next restart and the current back-off.
-    backoff: HashMap<String, (Instant, Duration)>,
-    /// ConfigMap and Secret volumes are written (tried at every converge until they are).
-    volumes_ready: bool,
-    /// Wasm pods: the module each container runs.
-    wasm: HashMap<String, wasm::WasmContainer>,
 }
 
 impl Edged {
@@ -184,37 +195,53 @@ impl Edged {
     }
 }
 
-/// One run of the module: the engine and the desired pods by uid.
-struct Turn<'a> {
-    edged: &'a Edged,
-    engine: Engine,
-    bus: Bus,
+/// A pod edged should run.
+struct Desired {
+    pod: Pod,
+    /// Why the pod cannot start (spec or volume problem), with its reason: no worker syncs it.
+    problem: Option<(String, String)>,
+    /// What its worker and the status report share.
+    state: SharedState,
+}
+
+/// The module's loop: the desired pods, the work queued on them, and what was reported.
+struct SyncLoop {
+    edged: Arc<Edged>,
+    /// What pod workers are given (engine, bus, settings).
+    sync: PodSync,
     desired: BTreeMap<String, Desired>,
+    /// Pods (or orphan containers) to remove, until their kill succeeds.
+    killing: HashMap<String, KillJob>,
+    workers: PodWorkers,
+    /// Running pod workers; dropping the loop aborts them.
+    tasks: JoinSet<(Work, Outcome)>,
+    /// The work each running task does, for a task that panics.
+    task_work: HashMap<tokio::task::Id, Work>,
+    /// When each pod's last worker finished: a relist listing taken before that is stale
+    /// for the pod.
+    last_done: HashMap<String, Instant>,
+    /// The last relist's listing and when it was started.
+    snapshot: Option<(Instant, Arc<Vec<ManagedContainer>>)>,
     /// Last status sent per pod uid.
     reported: HashMap<String, String>,
     /// Probe state per (pod uid, container name), for the running container.
     probers: HashMap<(String, String), Prober>,
     /// Where probe tasks send their results.
     probe_results: mpsc::Sender<ProbeResult>,
+    /// Container inspections, kept while the listed state is unchanged.
+    inspections: Inspections,
     /// The node's address, reported as the pods' `hostIP`.
     host_ip: Option<String>,
+    /// Something changed since the last report.
+    report_due: bool,
 }
 
-/// One probe's outcome, from its task back to the module's loop.
-struct ProbeResult {
-    uid: String,
-    container: String,
-    container_id: String,
-    kind: ProbeKind,
-    outcome: Result<(), String>,
-}
-
-impl Turn<'_> {
+impl SyncLoop {
     fn settings(&self) -> &EdgedSettings {
         &self.edged.settings
     }
 
-    /// Adds or replaces a desired pod.
+    /// Adds or replaces a desired pod and queues its sync.
     fn want(&mut self, pod: Pod) {
         let uid = pod.metadata.uid.clone();
         let problem = validate(&pod)
@@ -224,26 +251,55 @@ impl Turn<'_> {
         if let Some((reason, message)) = &problem {
             tracing::warn!(pod = %pod.key(), reason, "pod cannot start: {message}");
         }
-        let previous = self.desired.remove(&uid);
-        let previous_wasm = previous
-            .as_ref()
-            .map(|d| d.wasm.clone())
-            .unwrap_or_default();
+        // Restart back-offs and started modules carry over to the new spec; volumes are
+        // written again and waiting reasons found again.
+        let state = match self.desired.remove(&uid) {
+            Some(previous) => {
+                let mut s = sync::lock(&previous.state);
+                s.volumes_ready = false;
+                s.waiting.clear();
+                drop(s);
+                previous.state
+            }
+            None => SharedState::default(),
+        };
+        let has_problem = problem.is_some();
         self.desired.insert(
-            uid,
+            uid.clone(),
             Desired {
                 pod,
                 problem,
-                waiting: HashMap::new(),
-                backoff: previous.map(|d| d.backoff).unwrap_or_default(),
-                volumes_ready: false,
-                wasm: previous_wasm,
+                state,
             },
         );
+        if !has_problem {
+            self.workers.sync_now(&uid);
+        }
+        self.report_due = true;
+    }
+
+    /// Stops wanting pod `uid` and queues the removal of its containers.
+    fn forget(&mut self, uid: &str) {
+        let Some(d) = self.desired.remove(uid) else {
+            return;
+        };
+        tracing::info!(pod = %d.pod.key(), "pod deleted");
+        self.probers.retain(|(u, _), _| u != uid);
+        self.reported.remove(uid);
+        self.killing.insert(
+            uid.to_owned(),
+            KillJob {
+                uid: uid.to_owned(),
+                pod: Some(d.pod),
+                state: Some(d.state),
+            },
+        );
+        self.workers.kill(uid);
+        self.report_due = true;
     }
 
     /// Handles one message from the bus.
-    async fn handle(&mut self, msg: Message) {
+    fn handle(&mut self, msg: Message) {
         let resource = wedge_core::Resource::parse(&msg.route.resource).ok();
         let is_pod = resource.as_ref().is_some_and(|r| r.kind == "pod");
         if !is_pod {
@@ -254,29 +310,22 @@ impl Turn<'_> {
             }
             return;
         }
+        let text = msg
+            .content
+            .as_string()
+            .unwrap_or_else(|| msg.content.raw().to_owned());
         match msg.route.operation.as_str() {
-            operation::INSERT | operation::UPDATE => {
-                let text = msg
-                    .content
-                    .as_string()
-                    .unwrap_or_else(|| msg.content.raw().to_owned());
-                match Pod::from_json(&text) {
-                    Ok(pod) if self.edged.is_ours(&pod) => {
-                        tracing::info!(pod = %pod.key(), op = %msg.route.operation, "pod desired");
-                        self.want(pod);
-                        self.converge().await;
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(resource = %msg.route.resource, "pod message skipped: {e}")
-                    }
+            operation::INSERT | operation::UPDATE => match Pod::from_json(&text) {
+                Ok(pod) if self.edged.is_ours(&pod) => {
+                    tracing::info!(pod = %pod.key(), op = %msg.route.operation, "pod desired");
+                    self.want(pod);
                 }
-            }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(resource = %msg.route.resource, "pod message skipped: {e}")
+                }
+            },
             operation::DELETE => {
-                let text = msg
-                    .content
-                    .as_string()
-                    .unwrap_or_else(|| msg.content.raw().to_owned());
                 let uid = Pod::from_json(&text).ok().map(|p| p.metadata.uid);
                 let name =
                     resource.and_then(|r| Some((r.namespace.to_owned(), r.name?.to_owned())));
@@ -292,12 +341,8 @@ impl Turn<'_> {
                     .map(|(u, _)| u.clone())
                     .collect();
                 for uid in gone {
-                    if let Some(d) = self.desired.remove(&uid) {
-                        tracing::info!(pod = %d.pod.key(), "pod deleted");
-                        self.remove_pod(&d).await;
-                    }
+                    self.forget(&uid);
                 }
-                self.converge().await;
             }
             _ => {}
         }
@@ -305,7 +350,7 @@ impl Turn<'_> {
 
     /// Makes the static pods equal to the manifests in the static pod directory: new or
     /// edited files are (re)started, removed files stop their pod.
-    async fn sync_static_pods(&mut self) {
+    fn sync_static_pods(&mut self) {
         let Some(dir) = self.settings().static_pod_dir.clone() else {
             return;
         };
@@ -322,10 +367,8 @@ impl Turn<'_> {
             .map(|(uid, _)| uid.clone())
             .collect();
         for uid in gone {
-            if let Some(d) = self.desired.remove(&uid) {
-                tracing::info!(pod = %d.pod.key(), "static pod manifest removed or changed");
-                self.remove_pod(&d).await;
-            }
+            tracing::info!(pod = %uid, "static pod manifest removed or changed");
+            self.forget(&uid);
         }
         for pod in pods {
             if !self.desired.contains_key(&pod.metadata.uid) {
@@ -335,43 +378,9 @@ impl Turn<'_> {
         }
     }
 
-    /// Removes a deleted pod's containers and directories, then tells metamanager (and so the
-    /// cloud) that it is gone.
-    async fn remove_pod(&mut self, d: &Desired) {
-        self.stop_wasm_pod(d).await;
-        let pod = &d.pod;
-        let uid = pod.metadata.uid.clone();
-        if let Ok(listed) = self.list().await {
-            for c in listed.iter().filter(|c| c.pod_uid == uid) {
-                self.stop_remove(c).await;
-            }
-        }
-        let dir = self.settings().pods_root.join(&uid);
-        if dir.starts_with(&self.settings().pods_root)
-            && !uid.is_empty()
-            && let Err(e) = std::fs::remove_dir_all(&dir)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %dir.display(), "pod directory not removed: {e}");
-        }
-        self.reported.remove(&uid);
-        self.probers.retain(|(u, _), _| *u != uid);
-        if crate::static_pods::is_static(pod) {
-            // The cloud never knew it.
-            return;
-        }
-        let gone = Message::build(
-            module::EDGED,
-            group::META,
-            operation::DELETE,
-            &format!("{}/pod/{}", pod.namespace(), pod.metadata.name),
-            Content::json(pod).unwrap_or_else(|_| Content::null()),
-        );
-        let _ = self.bus.send(module::METAMANAGER, gone).await;
-    }
-
     async fn list(&self) -> Result<Vec<ManagedContainer>, EngineError> {
-        self.engine
+        self.sync
+            .engine
             .list(&self.settings().node_name)
             .await
             .inspect_err(|e| {
@@ -383,388 +392,152 @@ impl Turn<'_> {
             })
     }
 
-    async fn stop_remove(&self, c: &ManagedContainer) {
-        match self
-            .engine
-            .stop_and_remove(&c.id, self.settings().stop_grace)
-            .await
-        {
-            Ok(()) => {
-                self.edged.stats.removed.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                self.edged
-                    .stats
-                    .engine_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(container = %c.id, "container not removed: {e}");
-            }
-        }
-    }
-
-    /// Makes the engine match the desired pods: creates, restarts and removes containers.
-    async fn converge(&mut self) {
+    /// PLEG: lists the engine's containers once, queues a sync of every pod not being worked
+    /// on and the removal of orphans (labelled by us, pod no longer desired), and reports.
+    async fn relist(&mut self) {
+        let listed_at = Instant::now();
         let Ok(listed) = self.list().await else {
             return;
         };
-        // Orphans: labelled by us, pod no longer desired.
-        for c in listed
+        let orphans: std::collections::BTreeSet<String> = listed
             .iter()
-            .filter(|c| !self.desired.contains_key(&c.pod_uid))
-        {
-            tracing::info!(pod = %format!("{}/{}", c.pod_namespace, c.pod_name), container = %c.container, "orphan container removed");
-            self.stop_remove(c).await;
-        }
-        let uids: Vec<String> = self.desired.keys().cloned().collect();
-        for uid in uids {
-            let ours: Vec<ManagedContainer> = listed
-                .iter()
-                .filter(|c| c.pod_uid == uid)
-                .cloned()
-                .collect();
-            self.converge_pod(&uid, ours).await;
-        }
-    }
-
-    async fn converge_pod(&mut self, uid: &str, ours: Vec<ManagedContainer>) {
-        let Some(desired) = self.desired.get(uid) else {
-            return;
-        };
-        if desired.problem.is_some() {
-            return;
-        }
-        if self.is_wasm_pod(&desired.pod) {
-            return self.converge_wasm_pod(uid).await;
-        }
-        let pod = desired.pod.clone();
-        let ready = desired.volumes_ready;
-        let bus = self.bus.clone();
-        let mut objects = Objects::new(&bus, &pod, self.settings().object_timeout);
-        if !ready {
-            let written = write_volumes(&pod, &self.settings().pods_root, &mut objects).await;
-            let Some(d) = self.desired.get_mut(uid) else {
-                return;
-            };
-            match written {
-                Ok(()) => {
-                    d.volumes_ready = true;
-                    d.waiting.clear();
-                }
-                Err(message) => {
-                    tracing::warn!(pod = %pod.key(), "volumes not ready: {message}");
-                    for c in &pod.spec.containers {
-                        d.waiting.insert(
-                            c.name.clone(),
-                            ("ContainerCreating".into(), message.clone()),
-                        );
-                    }
-                    return;
-                }
-            }
-        }
-        // Containers no longer in the spec.
-        for c in ours
-            .iter()
-            .filter(|c| !pod.spec.containers.iter().any(|s| s.name == c.container))
-        {
-            self.stop_remove(c).await;
-        }
-        for spec in &pod.spec.containers {
-            let hash = spec_hash(&pod, spec);
-            let mut mine: Vec<&ManagedContainer> =
-                ours.iter().filter(|c| c.container == spec.name).collect();
-            mine.sort_by_key(|c| c.restart_count);
-            // A changed spec replaces every container of that name.
-            if mine.iter().any(|c| c.hash != hash) {
-                for c in &mine {
-                    self.stop_remove(c).await;
-                }
-                mine.clear();
-            }
-            let newest = mine.last().copied();
-            let attempt = match newest {
-                None => 0,
-                Some(c) if c.state == "running" => continue,
-                Some(c) => {
-                    let run = self.engine.inspect(&c.id).await.ok().flatten();
-                    let exit = run.as_ref().map(|r| r.exit_code).unwrap_or(0);
-                    let restart = match pod.restart_policy() {
-                        "Always" => true,
-                        "OnFailure" => exit != 0 || c.state == "created",
-                        _ => c.state == "created",
-                    };
-                    if !restart {
-                        continue;
-                    }
-                    if !self.backoff_elapsed(uid, &spec.name) {
-                        continue;
-                    }
-                    // Keep the newest dead container (its logs), drop older ones.
-                    for old in &mine[..mine.len().saturating_sub(1)] {
-                        self.stop_remove(old).await;
-                    }
-                    c.restart_count + 1
-                }
-            };
-            self.start_container(uid, &pod, spec, attempt, &mut objects)
-                .await;
-        }
-    }
-
-    /// True when `container` of pod `uid` may be restarted now; otherwise records it as in
-    /// `CrashLoopBackOff`. Taking a restart doubles the next back-off.
-    fn backoff_elapsed(&mut self, uid: &str, container: &str) -> bool {
-        let (initial, max) = (self.settings().initial_backoff, self.settings().max_backoff);
-        let Some(d) = self.desired.get_mut(uid) else {
-            return false;
-        };
-        let now = Instant::now();
-        let (until, delay) = d.backoff.get(container).copied().unwrap_or((now, initial));
-        if now < until {
-            d.waiting.insert(
-                container.to_owned(),
-                (
-                    "CrashLoopBackOff".into(),
-                    format!(
-                        "back-off {}s restarting failed container {container}",
-                        delay.as_secs()
-                    ),
-                ),
+            .filter(|c| !self.desired.contains_key(&c.pod_uid) && !self.workers.pending(&c.pod_uid))
+            .map(|c| c.pod_uid.clone())
+            .collect();
+        for uid in orphans {
+            tracing::info!(pod = %uid, "orphan containers to remove");
+            self.killing.insert(
+                uid.clone(),
+                KillJob {
+                    uid: uid.clone(),
+                    pod: None,
+                    state: None,
+                },
             );
-            return false;
+            self.workers.kill(&uid);
         }
-        d.backoff
-            .insert(container.to_owned(), (now + delay, (delay * 2).min(max)));
-        true
-    }
-
-    async fn start_container(
-        &mut self,
-        uid: &str,
-        pod: &Pod,
-        spec: &crate::pod::Container,
-        attempt: u32,
-        objects: &mut Objects<'_>,
-    ) {
-        let settings = self.settings();
-        let env = container_env(pod, &settings.node_name, spec, objects).await;
-        let outcome = async {
-            let config_error = |message: String| EngineError::Image {
-                reason: "CreateContainerConfigError",
-                message,
-            };
-            let env = env.map_err(config_error)?;
-            self.engine
-                .ensure_image(&spec.image, spec.pull_policy())
-                .await?;
-            let plan = container_plan(
-                &settings.node_name,
-                pod,
-                spec,
-                attempt,
-                &settings.pods_root,
-                &env,
-            )
-            .map_err(|e| config_error(e.message))?;
-            let id = self.engine.create(&plan).await?;
-            self.engine.start(&id).await
-        }
-        .await;
-        let Some(d) = self.desired.get_mut(uid) else {
-            return;
-        };
-        match outcome {
-            Ok(()) => {
-                d.waiting.remove(&spec.name);
-                let counter = if attempt == 0 {
-                    &self.edged.stats.starts
-                } else {
-                    &self.edged.stats.restarts
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(pod = %pod.key(), container = %spec.name, attempt, "container started");
-            }
-            Err(e) => {
-                self.edged
-                    .stats
-                    .engine_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                let reason = match &e {
-                    EngineError::Image { reason, .. } => (*reason).to_owned(),
-                    _ => "RunContainerError".to_owned(),
-                };
-                tracing::warn!(pod = %pod.key(), container = %spec.name, reason, "container not started: {e}");
-                d.waiting.insert(spec.name.clone(), (reason, e.to_string()));
-            }
-        }
-    }
-
-    /// Computes every pod's status and sends those that changed (all with `force`).
-    async fn report(&mut self, force: bool) {
-        let Ok(listed) = self.list().await else {
-            return;
-        };
-        let mut running = 0;
-        let mut patches = Vec::new();
         for (uid, d) in &self.desired {
-            if self.is_wasm_pod(&d.pod) {
-                let observed = self.wasm_observed(d);
-                running += observed.iter().filter(|o| o.ready).count() as u64;
-                let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
-                let status = pod_status(&d.pod, &observed, problem, self.host_ip.as_deref());
-                let patch = pod_patch(&d.pod, &status);
-                if force || self.reported.get(uid) != Some(&patch) {
-                    patches.push((uid.clone(), d.pod.clone(), patch));
-                }
-                continue;
-            }
-            let mut observed = Vec::new();
-            for spec in &d.pod.spec.containers {
-                let newest = listed
-                    .iter()
-                    .filter(|c| c.pod_uid == *uid && c.container == spec.name)
-                    .max_by_key(|c| c.restart_count);
-                let run = match newest {
-                    Some(c) => self.engine.inspect(&c.id).await.ok().flatten(),
-                    None => None,
-                };
-                if run.as_ref().is_some_and(|r| r.running) {
-                    running += 1;
-                }
-                let waiting = d
-                    .waiting
-                    .get(&spec.name)
-                    .filter(|_| !run.as_ref().is_some_and(|r| r.running))
-                    .cloned();
-                let key = (uid.clone(), spec.name.clone());
-                let ready = match (newest, &run) {
-                    (Some(c), Some(r)) if r.running => {
-                        let ip = if d.pod.spec.host_network || r.ip.is_empty() {
-                            "127.0.0.1"
-                        } else {
-                            r.ip.as_str()
-                        };
-                        let prober = self
-                            .probers
-                            .entry(key)
-                            .or_insert_with(|| Prober::new(c.id.clone(), spec, Instant::now()));
-                        if prober.container_id != c.id {
-                            *prober = Prober::new(c.id.clone(), spec, Instant::now());
-                        }
-                        schedule_probes(prober, &self.engine, &self.probe_results, uid, spec, ip);
-                        prober.ready()
-                    }
-                    _ => {
-                        self.probers.remove(&key);
-                        false
-                    }
-                };
-                observed.push(Observed {
-                    name: spec.name.clone(),
-                    image: spec.image.clone(),
-                    id: newest.map(|c| format!("docker://{}", c.id)),
-                    run,
-                    restart_count: newest.map(|c| c.restart_count).unwrap_or(0),
-                    waiting,
-                    ready,
-                });
-            }
-            let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
-            let status = pod_status(&d.pod, &observed, problem, self.host_ip.as_deref());
-            let patch = pod_patch(&d.pod, &status);
-            if force || self.reported.get(uid) != Some(&patch) {
-                patches.push((uid.clone(), d.pod.clone(), patch));
+            if d.problem.is_none() {
+                self.workers.sync(uid);
             }
         }
+        let listed = Arc::new(listed);
+        self.snapshot = Some((listed_at, listed.clone()));
+        self.dispatch();
+        self.report(false, Some(&listed)).await;
+    }
+
+    /// Gives queued work to free workers.
+    fn dispatch(&mut self) {
+        let now = Instant::now();
+        while let Some(work) = self.workers.next(now) {
+            let uid = work.uid().to_owned();
+            let task = match &work {
+                Work::Sync(_) => {
+                    let Some(d) = self.desired.get(&uid) else {
+                        // Deleted while queued.
+                        self.workers.done(&work, true, now);
+                        continue;
+                    };
+                    let fresh = |(at, _): &&(Instant, Arc<Vec<ManagedContainer>>)| {
+                        self.last_done.get(&uid).is_none_or(|done| at > done)
+                    };
+                    let listed =
+                        self.snapshot.as_ref().filter(fresh).map(|(_, all)| {
+                            all.iter().filter(|c| c.pod_uid == uid).cloned().collect()
+                        });
+                    let job = SyncJob {
+                        pod: d.pod.clone(),
+                        state: d.state.clone(),
+                        listed,
+                        wasm: is_wasm_pod(self.settings(), &d.pod),
+                    };
+                    let (sync, work) = (self.sync.clone(), work.clone());
+                    self.tasks
+                        .spawn(async move { (work, sync.sync(job).await) })
+                }
+                Work::Kill(_) => {
+                    let job = match self.killing.get(&uid) {
+                        Some(k) => KillJob {
+                            uid: uid.clone(),
+                            pod: k.pod.clone(),
+                            state: k.state.clone(),
+                        },
+                        None => KillJob {
+                            uid: uid.clone(),
+                            pod: None,
+                            state: None,
+                        },
+                    };
+                    let (sync, work) = (self.sync.clone(), work.clone());
+                    self.tasks
+                        .spawn(async move { (work, sync.kill(job).await) })
+                }
+            };
+            self.task_work.insert(task.id(), work);
+        }
+        self.count_work();
+    }
+
+    /// Books a finished worker.
+    fn finished(
+        &mut self,
+        done: Result<(tokio::task::Id, (Work, Outcome)), tokio::task::JoinError>,
+    ) {
+        let (work, outcome) = match done {
+            Ok((id, (work, outcome))) => {
+                self.task_work.remove(&id);
+                (work, outcome)
+            }
+            Err(e) => {
+                let Some(work) = self.task_work.remove(&e.id()) else {
+                    return;
+                };
+                tracing::error!(pod = %work.uid(), "pod worker failed: {e}");
+                let failed = Outcome {
+                    ok: false,
+                    changed: true,
+                };
+                (work, failed)
+            }
+        };
+        let uid = work.uid().to_owned();
+        let now = Instant::now();
+        self.last_done.insert(uid.clone(), now);
+        if let Some(delay) = self.workers.done(&work, outcome.ok, now) {
+            self.edged
+                .stats
+                .work_retries
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(pod = %uid, ?work, "pod work failed; retried in {delay:?}");
+        }
+        if let Work::Kill(_) = work
+            && outcome.ok
+        {
+            self.killing.remove(&uid);
+            if !self.desired.contains_key(&uid) {
+                self.last_done.remove(&uid);
+            }
+        }
+        self.report_due |= outcome.changed;
+    }
+
+    fn count_work(&self) {
         let stats = &self.edged.stats;
+        let (adding, deleting) = self.workers.running();
+        let (to_add, to_delete) = self.workers.queued();
         stats
-            .pods
-            .store(self.desired.len() as u64, Ordering::Relaxed);
-        stats.running.store(running, Ordering::Relaxed);
-        // Static pods are the node's own: the cloud has no pod to patch.
-        patches.retain(|(_, pod, _)| !crate::static_pods::is_static(pod));
-        for (uid, pod, patch) in patches {
-            let msg = Message::build(
-                module::EDGED,
-                group::META,
-                operation::PATCH,
-                &format!("{}/podpatch/{}", pod.namespace(), pod.metadata.name),
-                Content::string(&patch),
-            );
-            if self.bus.send(module::METAMANAGER, msg).await.is_ok() {
-                stats.statuses_sent.fetch_add(1, Ordering::Relaxed);
-                self.reported.insert(uid, patch);
-            }
-        }
-    }
-}
-
-/// Starts every probe of `spec` that is due, each in its own task (a slow probe never holds
-/// up the loop); results come back through `results`.
-fn schedule_probes(
-    prober: &mut Prober,
-    engine: &Engine,
-    results: &mpsc::Sender<ProbeResult>,
-    uid: &str,
-    spec: &crate::pod::Container,
-    ip: &str,
-) {
-    let now = Instant::now();
-    for kind in ProbeKind::ALL {
-        let Some(probe) = kind.of(spec) else {
-            continue;
-        };
-        if !prober.due(kind, probe, now) {
-            continue;
-        }
-        prober.begin(kind, now);
-        let (engine, results, probe, spec) =
-            (engine.clone(), results.clone(), probe.clone(), spec.clone());
-        let (uid, id, ip) = (uid.to_owned(), prober.container_id.clone(), ip.to_owned());
-        tokio::spawn(async move {
-            let outcome = crate::probe::run(&engine, &id, &ip, &spec, &probe).await;
-            let _ = results
-                .send(ProbeResult {
-                    uid,
-                    container: spec.name,
-                    container_id: id,
-                    kind,
-                    outcome,
-                })
-                .await;
-        });
-    }
-}
-
-impl Turn<'_> {
-    /// Books a probe result; a failed liveness or startup probe stops the container, and the
-    /// restart policy (with its back-off) takes over from there.
-    async fn probed(&mut self, r: ProbeResult) {
-        let key = (r.uid.clone(), r.container.clone());
-        let Some(spec) = self
-            .desired
-            .get(&r.uid)
-            .and_then(|d| d.pod.spec.containers.iter().find(|c| c.name == r.container))
-        else {
-            return;
-        };
-        let (Some(probe), Some(prober)) = (r.kind.of(spec), self.probers.get_mut(&key)) else {
-            return;
-        };
-        if prober.container_id != r.container_id {
-            return;
-        }
-        if let Verdict::Restart(why) = prober.record(r.kind, probe, &r.outcome) {
-            tracing::info!(pod = %r.uid, container = %r.container, "{why}; killing the container");
-            self.probers.remove(&key);
-            if let Err(e) = self
-                .engine
-                .stop(&r.container_id, self.settings().stop_grace)
-                .await
-            {
-                tracing::warn!(container = %r.container_id, "container not stopped: {e}");
-            }
-        }
+            .additions_running
+            .store(adding as u64, Ordering::Relaxed);
+        stats
+            .deletions_running
+            .store(deleting as u64, Ordering::Relaxed);
+        stats
+            .additions_queued
+            .store(to_add as u64, Ordering::Relaxed);
+        stats
+            .deletions_queued
+            .store(to_delete as u64, Ordering::Relaxed);
     }
 }
 
@@ -792,15 +565,31 @@ impl Module for Edged {
             ));
         }
         let (probe_results, mut probed) = mpsc::channel(256);
-        let mut turn = Turn {
-            edged: &self,
-            engine,
-            bus: ctx.bus().clone(),
+        let settings = &self.settings;
+        let mut sl = SyncLoop {
+            edged: self.clone(),
+            sync: PodSync {
+                edged: self.clone(),
+                engine,
+                bus: ctx.bus().clone(),
+            },
             desired: BTreeMap::new(),
+            killing: HashMap::new(),
+            workers: PodWorkers::new(
+                settings.pod_workers,
+                settings.work_retry_initial,
+                settings.work_retry_max,
+            ),
+            tasks: JoinSet::new(),
+            task_work: HashMap::new(),
+            last_done: HashMap::new(),
+            snapshot: None,
             reported: HashMap::new(),
             probers: HashMap::new(),
             probe_results,
+            inspections: Inspections::default(),
             host_ip: crate::node::HostInfo::read().ip,
+            report_due: true,
         };
         let stored = tokio::select! {
             pods = self.stored_pods(ctx.bus()) => pods.map_err(ModuleError::from)?,
@@ -808,44 +597,37 @@ impl Module for Edged {
         };
         tracing::info!(pods = stored.len(), "pods from local state");
         for pod in stored {
-            turn.want(pod);
+            sl.want(pod);
         }
-        turn.sync_static_pods().await;
-        turn.converge().await;
-        turn.report(true).await;
-        let mut relist = tokio::time::interval(self.settings.relist);
+        sl.sync_static_pods();
+        let mut relist = tokio::time::interval(settings.relist);
         relist.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut resend = tokio::time::interval(self.settings.status_interval);
+        let mut resend = tokio::time::interval(settings.status_interval);
         resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         resend.tick().await;
-        let mut static_check = tokio::time::interval(self.settings.static_check);
+        let mut static_check = tokio::time::interval(settings.static_check);
         static_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         static_check.tick().await;
-        let (mut container_gc, mut image_gc) = crate::gc_pass::timers(&self.settings);
+        let (mut container_gc, mut image_gc) = crate::gc_pass::timers(settings);
         loop {
             tokio::select! {
                 msg = ctx.recv() => match msg {
-                    Some(msg) => {
-                        turn.handle(msg).await;
-                        turn.report(false).await;
-                    }
+                    Some(msg) => sl.handle(msg),
                     None => return Ok(()),
                 },
-                _ = relist.tick() => {
-                    turn.converge().await;
-                    turn.report(false).await;
+                Some(done) = sl.tasks.join_next_with_id() => sl.finished(done),
+                _ = relist.tick() => sl.relist().await,
+                _ = resend.tick() => sl.report(true, None).await,
+                _ = static_check.tick(), if settings.static_pod_dir.is_some() => {
+                    sl.sync_static_pods();
                 }
-                _ = resend.tick() => turn.report(true).await,
-                _ = static_check.tick(), if self.settings.static_pod_dir.is_some() => {
-                    turn.sync_static_pods().await;
-                    turn.converge().await;
-                }
-                Some(result) = probed.recv() => {
-                    turn.probed(result).await;
-                    turn.report(false).await;
-                }
-                _ = container_gc.tick() => crate::gc_pass::containers(&turn.engine, &self.settings, |uid| turn.desired.contains_key(uid)).await,
-                _ = image_gc.tick() => image_gc.collect_logged(&turn.engine).await,
+                Some(result) = probed.recv() => sl.probed(result),
+                _ = container_gc.tick() => crate::gc_pass::containers(&sl.sync.engine, settings, |uid| sl.desired.contains_key(uid)).await,
+                _ = image_gc.tick() => image_gc.collect_logged(&sl.sync.engine).await,
+            }
+            sl.dispatch();
+            if sl.report_due {
+                sl.report(false, None).await;
             }
         }
     }
@@ -865,6 +647,24 @@ impl MetricsSource for Edged {
         ] {
             w.family(name, help, "gauge");
             w.sample(name, &[], load(value));
+        }
+        for (name, help, additions, deletions) in [
+            (
+                "wedge_edged_pod_workers_running",
+                "Pod workers running now, per queue.",
+                &s.additions_running,
+                &s.deletions_running,
+            ),
+            (
+                "wedge_edged_pod_work_queued",
+                "Pods waiting for a worker (or their retry), per queue.",
+                &s.additions_queued,
+                &s.deletions_queued,
+            ),
+        ] {
+            w.family(name, help, "gauge");
+            w.sample(name, &[("queue", "additions")], load(additions));
+            w.sample(name, &[("queue", "deletions")], load(deletions));
         }
         for (name, help, value) in [
             (
@@ -886,6 +686,11 @@ impl MetricsSource for Edged {
                 "wedge_edged_engine_errors_total",
                 "Docker engine calls that failed.",
                 &s.engine_errors,
+            ),
+            (
+                "wedge_edged_pod_work_retries_total",
+                "Pod syncs and kills that failed and were queued again with back-off.",
+                &s.work_retries,
             ),
             (
                 "wedge_edged_statuses_sent_total",

@@ -33,6 +33,10 @@ struct Node {
     name: String,
     /// ConfigMaps and Secrets metamanager holds, by `<ns>/<type>/<name>`.
     objects: HashMap<String, Value>,
+    /// Resources whose queries go unanswered (a slow cloud), and the queries held so far.
+    hold: Vec<String>,
+    held: Vec<Message>,
+    edged: Arc<Edged>,
 }
 
 fn pod(name: &str, spec: Value) -> Value {
@@ -71,7 +75,8 @@ impl Node {
         tune(&mut settings);
         let mut supervisor =
             Supervisor::new(bus.clone(), Health::new(), SupervisionSettings::default());
-        supervisor.spawn(Arc::new(Edged::new(settings))).unwrap();
+        let edged = Arc::new(Edged::new(settings));
+        supervisor.spawn(edged.clone()).unwrap();
         let query = tokio::time::timeout(WAIT, meta.recv())
             .await
             .expect("edged asks metamanager for its pods")
@@ -94,7 +99,20 @@ impl Node {
             deleted: Vec::new(),
             name,
             objects: HashMap::new(),
+            hold: Vec::new(),
+            held: Vec::new(),
+            edged,
         }
+    }
+
+    /// The value of one of edged's metrics, with its labels as written (`name{queue="..."}`).
+    fn metric(&self, sample: &str) -> f64 {
+        let mut w = wedge_core::metrics::PromWriter::new();
+        wedge_core::metrics::MetricsSource::write_metrics(&*self.edged, &mut w);
+        let text = w.finish();
+        text.lines()
+            .find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no metric {sample} in {text}"))
     }
 
     async fn send(&self, operation: &str, pod: &Value) {
@@ -154,6 +172,7 @@ impl Node {
                 self.statuses.insert(name, patch["status"].clone());
             }
             "delete" => self.deleted.push(resource),
+            "query" if self.hold.contains(&resource) => self.held.push(msg),
             // Answered as metamanager does from its table: a list of stored JSON strings.
             "query" => {
                 let values: Vec<String> = self
@@ -447,9 +466,81 @@ async fn bad_specs_and_missing_images_are_reported_and_other_pods_run() {
         })
         .await;
     assert_eq!(status["phase"], "Pending");
+    // The failed pull is queued again behind its back-off rather than tried every relist.
+    assert!(node.metric("wedge_edged_pod_work_retries_total") >= 1.0);
     node.wait_status(&good, |s| running(s, 1)).await;
     assert!(node.containers(uid(&nfs)).await.is_empty());
     node.send("delete", &fine).await;
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
+
+#[tokio::test]
+async fn a_slow_pod_holds_up_neither_other_pods_nor_deletions() {
+    let (slow, quick, doomed) = (unique("slow"), unique("quick"), unique("doomed"));
+    let mut slow_pod = pod(
+        &slow,
+        json!({"containers": [sleeper("app", "sleep 3600")],
+        "volumes": [{"name": "config", "configMap": {"name": "slow-config"}}]}),
+    );
+    slow_pod["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "config", "mountPath": "/config"}]);
+    let quick_pod = pod(
+        &quick,
+        json!({"containers": [sleeper("app", "sleep 3600")]}),
+    );
+    let doomed_pod = pod(
+        &doomed,
+        json!({"containers": [sleeper("app", "sleep 3600")]}),
+    );
+    // Its ConfigMap's query goes unanswered for up to a minute: the slow pod's worker waits.
+    let mut node = Node::start_with(&[], None, |s| {
+        s.object_timeout = Duration::from_secs(60);
+    })
+    .await;
+    node.hold.push("default/configmap/slow-config".into());
+    node.send("insert", &doomed_pod).await;
+    node.wait_status(&doomed, |s| running(s, 1)).await;
+    node.send("insert", &slow_pod).await;
+    let deadline = Instant::now() + WAIT;
+    while node.held.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "edged never asked for the ConfigMap"
+        );
+        node.serve_for(Duration::from_millis(50)).await;
+    }
+    // While it waits, another pod starts and a deleted one is removed.
+    node.send("insert", &quick_pod).await;
+    node.send("delete", &doomed_pod).await;
+    node.wait_status(&quick, |s| running(s, 1)).await;
+    while !node.containers(uid(&doomed_pod)).await.is_empty()
+        || !node.deleted.iter().any(|r| r.ends_with(&doomed))
+    {
+        assert!(Instant::now() < deadline, "the deleted pod was not removed");
+        node.serve_for(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        node.metric("wedge_edged_pod_workers_running{queue=\"additions\"}"),
+        1.0,
+        "only the slow pod's worker is still busy"
+    );
+    // The slow pod's worker was waiting all along: it still takes the answer, and runs.
+    node.objects.insert(
+        "default/configmap/slow-config".into(),
+        json!({"metadata": {"name": "slow-config"}, "data": {"mode": "late"}}),
+    );
+    for query in std::mem::take(&mut node.held) {
+        let values = vec![node.objects["default/configmap/slow-config"].to_string()];
+        let reply = query.response(Content::json(&values).unwrap());
+        assert!(
+            node.bus.send_response(reply).is_none(),
+            "the slow pod's worker still waited for its ConfigMap"
+        );
+    }
+    node.hold.clear();
+    node.wait_status(&slow, |s| running(s, 1)).await;
     let name = node.name.clone();
     node.stop().await;
     remove_all(&name).await;

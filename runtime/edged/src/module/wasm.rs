@@ -1,15 +1,16 @@
 //! The Wasm-pod side of the module: containers run as modules in the node's Wasm host
-//! ([`crate::wasm_pods`]), converged and reported like Docker containers.
+//! ([`crate::wasm_pods`]), synced by pod workers and reported like Docker containers.
 
 use std::sync::atomic::Ordering;
 
-use super::{Desired, Turn};
+use super::EdgedSettings;
+use super::sync::{Outcome, PodSync, SharedState, lock};
 use crate::engine::ContainerRun;
 use crate::objects::Kind;
 use crate::pod::Pod;
 use crate::projected::Objects;
 use crate::status::Observed;
-use crate::wasm_pods::{ModuleRef, ModuleSource};
+use crate::wasm_pods::{ModuleRef, ModuleSource, WasmPods};
 
 /// The module a Wasm container runs.
 #[derive(Debug, Clone)]
@@ -22,30 +23,26 @@ pub(super) struct WasmContainer {
     started_at: String,
 }
 
-impl Turn<'_> {
-    /// Whether `pod` runs in the Wasm host: its runtime class is Wedge's Wasm class, or every
-    /// container image names a module.
-    pub(super) fn is_wasm_pod(&self, pod: &Pod) -> bool {
-        let class = &self.settings().wasm_runtime_class;
-        pod.spec.runtime_class_name.as_deref() == Some(class.as_str())
-            || (!pod.spec.containers.is_empty()
-                && pod
-                    .spec
-                    .containers
-                    .iter()
-                    .all(|c| ModuleRef::is_wasm_image(&c.image)))
-    }
+/// Whether `pod` runs in the Wasm host: its runtime class is Wedge's Wasm class, or every
+/// container image names a module.
+pub(super) fn is_wasm_pod(settings: &EdgedSettings, pod: &Pod) -> bool {
+    let class = &settings.wasm_runtime_class;
+    pod.spec.runtime_class_name.as_deref() == Some(class.as_str())
+        || (!pod.spec.containers.is_empty()
+            && pod
+                .spec
+                .containers
+                .iter()
+                .all(|c| ModuleRef::is_wasm_image(&c.image)))
+}
 
-    /// Starts every container of Wasm pod `uid` whose module is not running in the host.
-    pub(super) async fn converge_wasm_pod(&mut self, uid: &str) {
-        let Some(d) = self.desired.get(uid) else {
-            return;
-        };
-        let pod = d.pod.clone();
+impl PodSync {
+    /// Starts every container of Wasm pod `pod` whose module is not running in the host.
+    pub(super) async fn sync_wasm(&self, pod: &Pod, state: &SharedState) -> Outcome {
         let Some(host) = self.edged.wasm.clone() else {
-            let d = self.desired.get_mut(uid).expect("present above");
+            let mut state = lock(state);
             for c in &pod.spec.containers {
-                d.waiting.insert(
+                state.waiting.insert(
                     c.name.clone(),
                     (
                         "RunContainerError".into(),
@@ -53,15 +50,23 @@ impl Turn<'_> {
                     ),
                 );
             }
-            return;
+            return Outcome {
+                ok: false,
+                changed: true,
+            };
+        };
+        let mut outcome = Outcome {
+            ok: true,
+            changed: false,
         };
         let bus = self.bus.clone();
-        let mut objects = Objects::new(&bus, &pod, self.settings().object_timeout);
+        let mut objects = Objects::new(&bus, pod, self.settings().object_timeout);
         for spec in &pod.spec.containers {
-            let current = d_wasm(&self.desired, uid, &spec.name);
+            let current = lock(state).wasm.get(&spec.name).map(|m| m.name.clone());
             if current.is_some_and(|name| host.state(&name).is_some()) {
                 continue;
             }
+            outcome.changed = true;
             let source = match ModuleRef::parse(&spec.image) {
                 Ok(ModuleRef::Store(name)) => Ok(ModuleSource::Store(name)),
                 Ok(ModuleRef::ConfigMap { name, key }) => {
@@ -90,15 +95,13 @@ impl Turn<'_> {
                     .map_err(|e| ("RunContainerError", e)),
                 Err(e) => Err(e),
             };
-            let Some(d) = self.desired.get_mut(uid) else {
-                return;
-            };
+            let mut state = lock(state);
             match started {
                 Ok(name) => {
                     tracing::info!(pod = %pod.key(), container = %spec.name, module = %name, "Wasm container started");
                     self.edged.stats.starts.fetch_add(1, Ordering::Relaxed);
-                    d.waiting.remove(&spec.name);
-                    d.wasm.insert(
+                    state.waiting.remove(&spec.name);
+                    state.wasm.insert(
                         spec.name.clone(),
                         WasmContainer {
                             name,
@@ -109,73 +112,76 @@ impl Turn<'_> {
                 }
                 Err((reason, message)) => {
                     tracing::warn!(pod = %pod.key(), container = %spec.name, reason, "Wasm container not started: {message}");
-                    d.waiting
+                    state
+                        .waiting
                         .insert(spec.name.clone(), (reason.to_owned(), message));
+                    outcome.ok = false;
                 }
             }
         }
-    }
-
-    /// What the Wasm host says of each container of Wasm pod `d`.
-    pub(super) fn wasm_observed(&self, d: &Desired) -> Vec<Observed> {
-        let host = self.edged.wasm.as_ref();
-        d.pod
-            .spec
-            .containers
-            .iter()
-            .map(|spec| {
-                let module = d.wasm.get(&spec.name);
-                let state = module.and_then(|m| host.and_then(|h| h.state(&m.name)));
-                let run = match (module, &state) {
-                    (Some(m), Some(s)) => Some(ContainerRun {
-                        running: s.running,
-                        started_at: m.started_at.clone(),
-                        image_id: format!("sha256:{}", s.sha256),
-                        error: s.last_error.clone().unwrap_or_default(),
-                        ..ContainerRun::default()
-                    }),
-                    _ => None,
-                };
-                let running = run.as_ref().is_some_and(|r| r.running);
-                let waiting = match (&state, d.waiting.get(&spec.name)) {
-                    (_, Some(w)) if !running => Some(w.clone()),
-                    (Some(s), _) if !s.running => Some((
-                        "CrashLoopBackOff".to_owned(),
-                        s.last_error.clone().unwrap_or_default(),
-                    )),
-                    _ => None,
-                };
-                Observed {
-                    name: spec.name.clone(),
-                    image: spec.image.clone(),
-                    id: module.map(|m| format!("wasm://{}", m.name)),
-                    run,
-                    restart_count: state.map(|s| s.restarts as u32).unwrap_or(0),
-                    waiting,
-                    ready: running,
-                }
-            })
-            .collect()
+        outcome
     }
 
     /// Removes the modules a deleted Wasm pod deployed (modules from the store stay).
-    pub(super) async fn stop_wasm_pod(&mut self, d: &Desired) {
+    pub(super) async fn stop_wasm_pod(&self, state: &SharedState) {
         let Some(host) = self.edged.wasm.clone() else {
             return;
         };
-        for module in d.wasm.values().filter(|m| m.owned) {
-            if let Err(e) = host.stop(&module.name).await {
-                tracing::warn!(module = %module.name, "Wasm module not removed: {e}");
+        let owned: Vec<String> = lock(state)
+            .wasm
+            .values()
+            .filter(|m| m.owned)
+            .map(|m| m.name.clone())
+            .collect();
+        for module in owned {
+            if let Err(e) = host.stop(&module).await {
+                tracing::warn!(module = %module, "Wasm module not removed: {e}");
             }
         }
     }
 }
 
-/// The module recorded for container `name` of pod `uid`.
-fn d_wasm(
-    desired: &std::collections::BTreeMap<String, Desired>,
-    uid: &str,
-    name: &str,
-) -> Option<String> {
-    desired.get(uid)?.wasm.get(name).map(|m| m.name.clone())
+/// What the Wasm host says of each container of Wasm pod `pod`.
+pub(super) fn wasm_observed(
+    host: Option<&dyn WasmPods>,
+    pod: &Pod,
+    state: &SharedState,
+) -> Vec<Observed> {
+    let state = lock(state);
+    pod.spec
+        .containers
+        .iter()
+        .map(|spec| {
+            let module = state.wasm.get(&spec.name);
+            let host_state = module.and_then(|m| host.and_then(|h| h.state(&m.name)));
+            let run = match (module, &host_state) {
+                (Some(m), Some(s)) => Some(ContainerRun {
+                    running: s.running,
+                    started_at: m.started_at.clone(),
+                    image_id: format!("sha256:{}", s.sha256),
+                    error: s.last_error.clone().unwrap_or_default(),
+                    ..ContainerRun::default()
+                }),
+                _ => None,
+            };
+            let running = run.as_ref().is_some_and(|r| r.running);
+            let waiting = match (&host_state, state.waiting.get(&spec.name)) {
+                (_, Some(w)) if !running => Some(w.clone()),
+                (Some(s), _) if !s.running => Some((
+                    "CrashLoopBackOff".to_owned(),
+                    s.last_error.clone().unwrap_or_default(),
+                )),
+                _ => None,
+            };
+            Observed {
+                name: spec.name.clone(),
+                image: spec.image.clone(),
+                id: module.map(|m| format!("wasm://{}", m.name)),
+                run,
+                restart_count: host_state.map(|s| s.restarts as u32).unwrap_or(0),
+                waiting,
+                ready: running,
+            }
+        })
+        .collect()
 }

@@ -1,0 +1,240 @@
+//! Pod status: what the engine, the probes and the pod workers say of each pod, sent to
+//! metamanager as a `podpatch` when it changed (and every status again on the resend timer).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+
+use wedge_core::message::{group, module, operation};
+use wedge_core::{Content, Message};
+
+use super::SyncLoop;
+use super::sync::lock;
+use super::wasm::{is_wasm_pod, wasm_observed};
+use crate::engine::{ContainerRun, Engine, ManagedContainer};
+use crate::pod::Container;
+use crate::probe::{ProbeKind, Prober, Verdict};
+use crate::status::{Observed, pod_patch, pod_status};
+
+/// One probe's outcome, from its task back to the module's loop.
+pub(super) struct ProbeResult {
+    uid: String,
+    container: String,
+    container_id: String,
+    kind: ProbeKind,
+    outcome: Result<(), String>,
+}
+
+/// Container inspections kept while the container's listed state stays the same: a running
+/// container's start time, IP and image do not change, so the relist does not ask the engine
+/// for every container every second.
+#[derive(Default)]
+pub(super) struct Inspections {
+    by_id: HashMap<String, (String, Option<ContainerRun>)>,
+}
+
+impl Inspections {
+    async fn get(&mut self, engine: &Engine, c: &ManagedContainer) -> Option<ContainerRun> {
+        if let Some((state, run)) = self.by_id.get(&c.id)
+            && *state == c.state
+        {
+            return run.clone();
+        }
+        let run = engine.inspect(&c.id).await.ok().flatten();
+        self.by_id
+            .insert(c.id.clone(), (c.state.clone(), run.clone()));
+        run
+    }
+
+    /// Forgets containers that are no longer listed.
+    fn retain_listed(&mut self, listed: &[ManagedContainer]) {
+        let ids: std::collections::HashSet<&str> = listed.iter().map(|c| c.id.as_str()).collect();
+        self.by_id.retain(|id, _| ids.contains(id.as_str()));
+    }
+}
+
+impl SyncLoop {
+    /// Computes every pod's status from `listed` (a fresh listing when `None`) and sends those
+    /// that changed (all with `force`).
+    pub(super) async fn report(&mut self, force: bool, listed: Option<&[ManagedContainer]>) {
+        self.report_due = false;
+        let fresh;
+        let listed = match listed {
+            Some(listed) => listed,
+            None => match self.list().await {
+                Ok(l) => {
+                    fresh = l;
+                    &fresh[..]
+                }
+                Err(_) => return,
+            },
+        };
+        self.inspections.retain_listed(listed);
+        let mut running = 0;
+        let mut patches = Vec::new();
+        for (uid, d) in &self.desired {
+            let observed = if is_wasm_pod(self.settings(), &d.pod) {
+                let observed = wasm_observed(self.edged.wasm.as_deref(), &d.pod, &d.state);
+                running += observed.iter().filter(|o| o.ready).count() as u64;
+                observed
+            } else {
+                let mut observed = Vec::new();
+                for spec in &d.pod.spec.containers {
+                    let newest = listed
+                        .iter()
+                        .filter(|c| c.pod_uid == *uid && c.container == spec.name)
+                        .max_by_key(|c| c.restart_count);
+                    let run = match newest {
+                        Some(c) => self.inspections.get(&self.sync.engine, c).await,
+                        None => None,
+                    };
+                    let is_running = run.as_ref().is_some_and(|r| r.running);
+                    if is_running {
+                        running += 1;
+                    }
+                    let waiting = lock(&d.state)
+                        .waiting
+                        .get(&spec.name)
+                        .filter(|_| !is_running)
+                        .cloned();
+                    let key = (uid.clone(), spec.name.clone());
+                    let ready = match (newest, &run) {
+                        (Some(c), Some(r)) if r.running => {
+                            let ip = if d.pod.spec.host_network || r.ip.is_empty() {
+                                "127.0.0.1"
+                            } else {
+                                r.ip.as_str()
+                            };
+                            let prober = self
+                                .probers
+                                .entry(key)
+                                .or_insert_with(|| Prober::new(c.id.clone(), spec, Instant::now()));
+                            if prober.container_id != c.id {
+                                *prober = Prober::new(c.id.clone(), spec, Instant::now());
+                            }
+                            schedule_probes(
+                                prober,
+                                &self.sync.engine,
+                                &self.probe_results,
+                                uid,
+                                spec,
+                                ip,
+                            );
+                            prober.ready()
+                        }
+                        _ => {
+                            self.probers.remove(&key);
+                            false
+                        }
+                    };
+                    observed.push(Observed {
+                        name: spec.name.clone(),
+                        image: spec.image.clone(),
+                        id: newest.map(|c| format!("docker://{}", c.id)),
+                        run,
+                        restart_count: newest.map(|c| c.restart_count).unwrap_or(0),
+                        waiting,
+                        ready,
+                    });
+                }
+                observed
+            };
+            let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
+            let status = pod_status(&d.pod, &observed, problem, self.host_ip.as_deref());
+            let patch = pod_patch(&d.pod, &status);
+            if force || self.reported.get(uid) != Some(&patch) {
+                patches.push((uid.clone(), d.pod.clone(), patch));
+            }
+        }
+        let stats = &self.edged.stats;
+        stats
+            .pods
+            .store(self.desired.len() as u64, Ordering::Relaxed);
+        stats.running.store(running, Ordering::Relaxed);
+        // Static pods are the node's own: the cloud has no pod to patch.
+        patches.retain(|(_, pod, _)| !crate::static_pods::is_static(pod));
+        for (uid, pod, patch) in patches {
+            let msg = Message::build(
+                module::EDGED,
+                group::META,
+                operation::PATCH,
+                &format!("{}/podpatch/{}", pod.namespace(), pod.metadata.name),
+                Content::string(&patch),
+            );
+            if self.sync.bus.send(module::METAMANAGER, msg).await.is_ok() {
+                stats.statuses_sent.fetch_add(1, Ordering::Relaxed);
+                self.reported.insert(uid, patch);
+            }
+        }
+    }
+
+    /// Books a probe result; a failed liveness or startup probe stops the container (in its
+    /// own task: the grace period may be long), and the restart policy, with its back-off,
+    /// takes over from there.
+    pub(super) fn probed(&mut self, r: ProbeResult) {
+        let key = (r.uid.clone(), r.container.clone());
+        let Some(spec) = self
+            .desired
+            .get(&r.uid)
+            .and_then(|d| d.pod.spec.containers.iter().find(|c| c.name == r.container))
+        else {
+            return;
+        };
+        let (Some(probe), Some(prober)) = (r.kind.of(spec), self.probers.get_mut(&key)) else {
+            return;
+        };
+        if prober.container_id != r.container_id {
+            return;
+        }
+        self.report_due = true;
+        if let Verdict::Restart(why) = prober.record(r.kind, probe, &r.outcome) {
+            tracing::info!(pod = %r.uid, container = %r.container, "{why}; killing the container");
+            self.probers.remove(&key);
+            let (engine, grace) = (self.sync.engine.clone(), self.settings().stop_grace);
+            tokio::spawn(async move {
+                if let Err(e) = engine.stop(&r.container_id, grace).await {
+                    tracing::warn!(container = %r.container_id, "container not stopped: {e}");
+                }
+            });
+        }
+    }
+}
+
+/// Starts every probe of `spec` that is due, each in its own task (a slow probe never holds
+/// up the loop); results come back through `results`.
+fn schedule_probes(
+    prober: &mut Prober,
+    engine: &Engine,
+    results: &mpsc::Sender<ProbeResult>,
+    uid: &str,
+    spec: &Container,
+    ip: &str,
+) {
+    let now = Instant::now();
+    for kind in ProbeKind::ALL {
+        let Some(probe) = kind.of(spec) else {
+            continue;
+        };
+        if !prober.due(kind, probe, now) {
+            continue;
+        }
+        prober.begin(kind, now);
+        let (engine, results, probe, spec) =
+            (engine.clone(), results.clone(), probe.clone(), spec.clone());
+        let (uid, id, ip) = (uid.to_owned(), prober.container_id.clone(), ip.to_owned());
+        tokio::spawn(async move {
+            let outcome = crate::probe::run(&engine, &id, &ip, &spec, &probe).await;
+            let _ = results
+                .send(ProbeResult {
+                    uid,
+                    container: spec.name,
+                    container_id: id,
+                    kind,
+                    outcome,
+                })
+                .await;
+        });
+    }
+}

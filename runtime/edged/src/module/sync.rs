@@ -1,0 +1,389 @@
+//! What a pod worker does: sync one pod (make its containers match its spec) or kill one
+//! (remove its containers, directories and, for a deleted pod, tell metamanager).
+//!
+//! A worker owns its pod while it runs (see [`super::workers`]), so it may take its time:
+//! image pulls, volume contents fetched through metamanager, stop grace periods. What the
+//! status report needs from it (why a container waits, restart back-offs, the Wasm modules it
+//! started) is kept in the pod's [`PodState`], which the loop reads when it reports.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use wedge_core::message::{group, module, operation};
+use wedge_core::{Bus, Content, Message};
+
+use super::Edged;
+use super::wasm::WasmContainer;
+use crate::engine::{Engine, EngineError, ManagedContainer};
+use crate::plan::{container_plan, spec_hash};
+use crate::pod::{Container, Pod};
+use crate::projected::{Objects, container_env, write_volumes};
+
+/// What edged knows of a pod's progress, shared between its worker and the status report.
+#[derive(Debug, Default)]
+pub(super) struct PodState {
+    /// Per container: why it waits (image pull failed, back-off), with a message.
+    pub(super) waiting: HashMap<String, (String, String)>,
+    /// Per container: earliest next restart and the current back-off.
+    pub(super) backoff: HashMap<String, (Instant, Duration)>,
+    /// ConfigMap and Secret volumes are written (tried at every sync until they are).
+    pub(super) volumes_ready: bool,
+    /// Wasm pods: the module each container runs.
+    pub(super) wasm: HashMap<String, WasmContainer>,
+}
+
+/// A pod's [`PodState`], shared.
+pub(super) type SharedState = Arc<Mutex<PodState>>;
+
+/// Locks a pod's state. The lock is never held across an await, so a poisoned lock only
+/// means a panic mid-update of plain maps; the data is still usable.
+pub(super) fn lock(state: &SharedState) -> MutexGuard<'_, PodState> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A sync of one pod, as the loop hands it to a worker.
+pub(super) struct SyncJob {
+    pub(super) pod: Pod,
+    pub(super) state: SharedState,
+    /// The pod's containers from a listing taken after its last worker finished; `None` makes
+    /// the worker list them itself.
+    pub(super) listed: Option<Vec<ManagedContainer>>,
+    /// Run in the Wasm host rather than on Docker.
+    pub(super) wasm: bool,
+}
+
+/// A kill of one pod's containers.
+pub(super) struct KillJob {
+    pub(super) uid: String,
+    /// The deleted pod; `None` for orphan containers (no pod known).
+    pub(super) pod: Option<Pod>,
+    /// Its state, for the Wasm modules the pod deployed.
+    pub(super) state: Option<SharedState>,
+}
+
+/// How a worker's run went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Outcome {
+    /// Everything asked was done; otherwise the work is retried with back-off.
+    pub(super) ok: bool,
+    /// Something changed on the engine or in the pod's state: report status now.
+    pub(super) changed: bool,
+}
+
+/// What a worker works with.
+#[derive(Clone)]
+pub(super) struct PodSync {
+    pub(super) edged: Arc<Edged>,
+    pub(super) engine: Engine,
+    pub(super) bus: Bus,
+}
+
+impl PodSync {
+    pub(super) fn settings(&self) -> &super::EdgedSettings {
+        &self.edged.settings
+    }
+
+    fn engine_error(&self) {
+        self.edged
+            .stats
+            .engine_errors
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The containers of pod `uid` on the engine.
+    async fn list_pod(&self, uid: &str) -> Result<Vec<ManagedContainer>, EngineError> {
+        let listed = self
+            .engine
+            .list(&self.settings().node_name)
+            .await
+            .inspect_err(|_| self.engine_error())?;
+        Ok(listed.into_iter().filter(|c| c.pod_uid == uid).collect())
+    }
+
+    /// Stops and removes one container; false when the engine refused.
+    pub(super) async fn stop_remove(&self, c: &ManagedContainer) -> bool {
+        match self
+            .engine
+            .stop_and_remove(&c.id, self.settings().stop_grace)
+            .await
+        {
+            Ok(()) => {
+                self.edged.stats.removed.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                self.engine_error();
+                tracing::warn!(container = %c.id, "container not removed: {e}");
+                false
+            }
+        }
+    }
+
+    /// Stops and removes containers concurrently (each has its own grace period).
+    async fn stop_remove_all(&self, containers: &[&ManagedContainer]) -> bool {
+        let removals = containers.iter().map(|c| self.stop_remove(c));
+        futures_util::future::join_all(removals)
+            .await
+            .into_iter()
+            .all(|ok| ok)
+    }
+
+    /// Makes pod `job.pod`'s containers match its spec: writes its volumes, removes containers
+    /// whose spec changed or left the pod, starts missing ones and restarts exited ones per
+    /// the restart policy and back-off.
+    pub(super) async fn sync(&self, job: SyncJob) -> Outcome {
+        if job.wasm {
+            return self.sync_wasm(&job.pod, &job.state).await;
+        }
+        let pod = &job.pod;
+        let uid = pod.metadata.uid.as_str();
+        let ours = match job.listed {
+            Some(listed) => listed,
+            None => match self.list_pod(uid).await {
+                Ok(listed) => listed,
+                Err(e) => {
+                    tracing::warn!(pod = %pod.key(), "listing containers failed: {e}");
+                    return Outcome {
+                        ok: false,
+                        changed: false,
+                    };
+                }
+            },
+        };
+        let mut outcome = Outcome {
+            ok: true,
+            changed: false,
+        };
+        let bus = self.bus.clone();
+        let mut objects = Objects::new(&bus, pod, self.settings().object_timeout);
+        if !lock(&job.state).volumes_ready {
+            let written = write_volumes(pod, &self.settings().pods_root, &mut objects).await;
+            let mut state = lock(&job.state);
+            outcome.changed = true;
+            match written {
+                Ok(()) => {
+                    state.volumes_ready = true;
+                    state.waiting.clear();
+                }
+                Err(message) => {
+                    tracing::warn!(pod = %pod.key(), "volumes not ready: {message}");
+                    for c in &pod.spec.containers {
+                        state.waiting.insert(
+                            c.name.clone(),
+                            ("ContainerCreating".into(), message.clone()),
+                        );
+                    }
+                    outcome.ok = false;
+                    return outcome;
+                }
+            }
+        }
+        // Containers no longer in the spec.
+        let gone: Vec<&ManagedContainer> = ours
+            .iter()
+            .filter(|c| !pod.spec.containers.iter().any(|s| s.name == c.container))
+            .collect();
+        if !gone.is_empty() {
+            outcome.changed = true;
+            outcome.ok &= self.stop_remove_all(&gone).await;
+        }
+        for spec in &pod.spec.containers {
+            let hash = spec_hash(pod, spec);
+            let mut mine: Vec<&ManagedContainer> =
+                ours.iter().filter(|c| c.container == spec.name).collect();
+            mine.sort_by_key(|c| c.restart_count);
+            // A changed spec replaces every container of that name.
+            if mine.iter().any(|c| c.hash != hash) {
+                outcome.changed = true;
+                if !self.stop_remove_all(&mine).await {
+                    outcome.ok = false;
+                    continue;
+                }
+                mine.clear();
+            }
+            let newest = mine.last().copied();
+            let attempt = match newest {
+                None => 0,
+                Some(c) if c.state == "running" => continue,
+                Some(c) => {
+                    let run = self.engine.inspect(&c.id).await.ok().flatten();
+                    let exit = run.as_ref().map(|r| r.exit_code).unwrap_or(0);
+                    let restart = match pod.restart_policy() {
+                        "Always" => true,
+                        "OnFailure" => exit != 0 || c.state == "created",
+                        _ => c.state == "created",
+                    };
+                    if !restart {
+                        continue;
+                    }
+                    if !self.backoff_elapsed(&job.state, &spec.name) {
+                        outcome.changed = true;
+                        continue;
+                    }
+                    // Keep the newest dead container (its logs), drop older ones.
+                    let older = &mine[..mine.len().saturating_sub(1)];
+                    self.stop_remove_all(older).await;
+                    c.restart_count + 1
+                }
+            };
+            outcome.changed = true;
+            let started = self
+                .start_container(pod, &job.state, spec, attempt, &mut objects)
+                .await;
+            outcome.ok &= started;
+        }
+        outcome
+    }
+
+    /// True when `container` may be restarted now; otherwise records it as in
+    /// `CrashLoopBackOff`. Taking a restart doubles the next back-off.
+    fn backoff_elapsed(&self, state: &SharedState, container: &str) -> bool {
+        let (initial, max) = (self.settings().initial_backoff, self.settings().max_backoff);
+        let mut state = lock(state);
+        let now = Instant::now();
+        let (until, delay) = state
+            .backoff
+            .get(container)
+            .copied()
+            .unwrap_or((now, initial));
+        if now < until {
+            state.waiting.insert(
+                container.to_owned(),
+                (
+                    "CrashLoopBackOff".into(),
+                    format!(
+                        "back-off {}s restarting failed container {container}",
+                        delay.as_secs()
+                    ),
+                ),
+            );
+            return false;
+        }
+        state
+            .backoff
+            .insert(container.to_owned(), (now + delay, (delay * 2).min(max)));
+        true
+    }
+
+    /// Creates and starts one container; a failure is recorded as the container's waiting
+    /// reason and returns false.
+    async fn start_container(
+        &self,
+        pod: &Pod,
+        state: &SharedState,
+        spec: &Container,
+        attempt: u32,
+        objects: &mut Objects<'_>,
+    ) -> bool {
+        let settings = self.settings();
+        let env = container_env(pod, &settings.node_name, spec, objects).await;
+        let outcome = async {
+            let config_error = |message: String| EngineError::Image {
+                reason: "CreateContainerConfigError",
+                message,
+            };
+            let env = env.map_err(config_error)?;
+            self.engine
+                .ensure_image(&spec.image, spec.pull_policy())
+                .await?;
+            let plan = container_plan(
+                &settings.node_name,
+                pod,
+                spec,
+                attempt,
+                &settings.pods_root,
+                &env,
+            )
+            .map_err(|e| config_error(e.message))?;
+            let id = self.engine.create(&plan).await?;
+            self.engine.start(&id).await
+        }
+        .await;
+        let mut state = lock(state);
+        match outcome {
+            Ok(()) => {
+                state.waiting.remove(&spec.name);
+                let counter = if attempt == 0 {
+                    &self.edged.stats.starts
+                } else {
+                    &self.edged.stats.restarts
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(pod = %pod.key(), container = %spec.name, attempt, "container started");
+                true
+            }
+            Err(e) => {
+                self.engine_error();
+                let reason = match &e {
+                    EngineError::Image { reason, .. } => (*reason).to_owned(),
+                    _ => "RunContainerError".to_owned(),
+                };
+                tracing::warn!(pod = %pod.key(), container = %spec.name, reason, "container not started: {e}");
+                state
+                    .waiting
+                    .insert(spec.name.clone(), (reason, e.to_string()));
+                false
+            }
+        }
+    }
+
+    /// Removes a pod's containers (and, for a deleted pod, the modules it deployed and its
+    /// directory), then tells metamanager (and so the cloud) that a deleted pod is gone. Only
+    /// a kill that removed every container reports the pod gone; otherwise it is retried.
+    pub(super) async fn kill(&self, job: KillJob) -> Outcome {
+        let failed = Outcome {
+            ok: false,
+            changed: false,
+        };
+        let ours = match self.list_pod(&job.uid).await {
+            Ok(ours) => ours,
+            Err(e) => {
+                tracing::warn!(pod = %job.uid, "listing containers failed: {e}");
+                return failed;
+            }
+        };
+        let all: Vec<&ManagedContainer> = ours.iter().collect();
+        if !self.stop_remove_all(&all).await {
+            return failed;
+        }
+        if let Some(state) = &job.state {
+            self.stop_wasm_pod(state).await;
+        }
+        let Some(pod) = job.pod else {
+            return Outcome {
+                ok: true,
+                changed: !ours.is_empty(),
+            };
+        };
+        let root = &self.settings().pods_root;
+        let dir = root.join(&job.uid);
+        // Only a plain uid names a directory under the pods root (never `..` or a path).
+        if dir.file_name() == Some(std::ffi::OsStr::new(&job.uid))
+            && dir.parent() == Some(root.as_path())
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %dir.display(), "pod directory not removed: {e}");
+        }
+        if !crate::static_pods::is_static(&pod) {
+            // The cloud never knew a static pod.
+            let gone = Message::build(
+                module::EDGED,
+                group::META,
+                operation::DELETE,
+                &format!("{}/pod/{}", pod.namespace(), pod.metadata.name),
+                Content::json(&pod).unwrap_or_else(|_| Content::null()),
+            );
+            let _ = self.bus.send(module::METAMANAGER, gone).await;
+        }
+        tracing::info!(pod = %pod.key(), containers = ours.len(), "pod removed");
+        Outcome {
+            ok: true,
+            changed: true,
+        }
+    }
+}
