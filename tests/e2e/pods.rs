@@ -391,3 +391,138 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
         .stop(libc::SIGTERM, Duration::from_secs(10))
         .unwrap();
 }
+
+/// The newest status the cloud received for pod `name` after `since` that `want` accepts.
+fn status_where(
+    hub: &CloudHub,
+    name: &str,
+    since: Instant,
+    want: impl Fn(&Value) -> bool,
+) -> Value {
+    let resource = format!("default/podpatch/{name}");
+    let parse = |m: &Message| {
+        (m.route.resource == resource && m.route.operation == "patch")
+            .then(|| serde_json::from_str::<Value>(&m.content.as_string()?).ok())
+            .flatten()
+    };
+    let found = hub
+        .wait_for(
+            |m| m.at > since && m.message.as_ref().and_then(parse).is_some_and(|p| want(&p)),
+            WAIT,
+        )
+        .unwrap();
+    parse(&found.message.unwrap()).unwrap()
+}
+
+#[test]
+fn a_wasm_pod_runs_a_module_from_an_https_url_pinned_by_sha256() {
+    use sha2::Digest as _;
+    let threshold = wedge_tests::guests::module_bytes("threshold");
+    let sha: String = sha2::Sha256::digest(&threshold)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
+    // The module server's certificate comes from the simulator's CA, trusted through
+    // wedge.edged.moduleCaFile (it is in no system store).
+    let files = wedge_tests::https_files::HttpsFiles::start(
+        hub.ca(),
+        vec![("/threshold.wasm".into(), threshold.clone())],
+    )
+    .unwrap();
+    let ca = tempfile::tempdir().unwrap();
+    let ca_file = ca.path().join("modules-ca.pem");
+    std::fs::write(&ca_file, hub.ca().ca_pem()).unwrap();
+    let wedge_extra = format!("  edged:\n    moduleCaFile: {}\n", ca_file.display());
+    let mut node = CloudNode::start_with(
+        &hub,
+        wedge_tests::cloud_node::NodeOptions {
+            edge_hub_extra: "    messageQPS: 0\n",
+            edged: true,
+            wedge_extra: &wedge_extra,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    hub.wait_connected(WAIT).unwrap();
+
+    // No runtimeClassName: an https:// image alone makes it a Wasm pod.
+    let wasm_pod = |name: &str, uid: &str, image: &str| {
+        let pod = json!({
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {"nodeName": "edge-1", "containers": [{"name": "limit", "image": image}]}
+        });
+        let mut insert = Message::build(
+            "edgecontroller",
+            "resource",
+            "insert",
+            &format!("default/pod/{name}"),
+            Content::json(&pod).unwrap(),
+        );
+        insert.header.resource_version = "1".into();
+        insert
+    };
+    let url = files.url("/threshold.wasm");
+    let (good, good_uid) = (unique("https"), unique("uid"));
+    let start = Instant::now();
+    hub.send_acked(wasm_pod(&good, &good_uid, &format!("{url}@sha256:{sha}")))
+        .unwrap();
+    let patch = status_after(&hub, &good, start, "Running");
+    let status = &patch["status"]["containerStatuses"][0];
+    assert_eq!(status["containerID"], "wasm://threshold", "{patch}");
+    assert_eq!(status["imageID"], format!("sha256:{sha}"), "{patch}");
+    assert_eq!(status["ready"], true, "{patch}");
+    // Kept by digest in the default cache, <rootDirectory>/wasm-modules.
+    let cached = node.data.parent().unwrap().join("kubelet/wasm-modules");
+    assert_eq!(
+        std::fs::read(cached.join(format!("{sha}.wasm"))).unwrap(),
+        threshold
+    );
+
+    // The same URL pinned to another digest: refused, naming both; the good pod runs on.
+    let wrong = "0".repeat(64);
+    let (bad, bad_uid) = (unique("https-bad"), unique("uid"));
+    let sent = Instant::now();
+    hub.send_acked(wasm_pod(&bad, &bad_uid, &format!("{url}@sha256:{wrong}")))
+        .unwrap();
+    let patch = status_where(&hub, &bad, sent, |p| {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ErrImagePull"
+    });
+    let message = patch["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains(&format!("sha256:{wrong}")), "{patch}");
+    assert!(message.contains(&format!("sha256:{sha}")), "{patch}");
+    assert_ne!(patch["status"]["phase"], "Running", "{patch}");
+    let (code, body) = wedge_tests::http_get(node.admin, "/modules").unwrap();
+    assert_eq!(code, 200);
+    let modules: Value = serde_json::from_str(&body).unwrap();
+    let threshold_state = modules
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["name"] == "threshold"))
+        .map(|m| m["state"].clone());
+    assert_eq!(threshold_state, Some(json!("running")), "{body}");
+    let reports = hub.received();
+    let good_since = reports.iter().filter(|m| {
+        m.at > sent
+            && m.message
+                .as_ref()
+                .is_some_and(|m| m.route.resource == format!("default/podpatch/{good}"))
+    });
+    for report in good_since {
+        let text = report
+            .message
+            .as_ref()
+            .unwrap()
+            .content
+            .as_string()
+            .unwrap();
+        let patch: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(patch["status"]["phase"], "Running", "{text}");
+    }
+    // One download: the failure of the wrong pin is not retried on every relist.
+    assert_eq!(files.requests(), 2, "one GET per pin");
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(10))
+        .unwrap();
+}

@@ -13,6 +13,7 @@
 //! - [`node`]: node registration, status and lease through metamanager;
 //! - [`static_pods`]: pods from manifest files on the node;
 //! - [`wasm_pods`]: pods whose containers are modules in the node's Wasm host;
+//! - [`module_fetch`]: their module files from HTTPS URLs pinned by SHA-256, cached;
 //! - [`gc`], [`gc_pass`], [`disk`]: kubelet's container and image garbage collection;
 //! - [`module`]: the `edged` module that converges the engine on the stored pods.
 
@@ -23,6 +24,7 @@ pub mod engine;
 pub mod gc;
 pub mod gc_pass;
 pub mod module;
+pub mod module_fetch;
 pub mod node;
 pub mod objects;
 pub mod plan;

@@ -91,15 +91,18 @@ pub struct EdgedSettings {
     pub image_gc: crate::gc::ImageGcPolicy,
     /// Where image GC reads the image filesystem's usage.
     pub image_disk: crate::disk::DiskSource,
+    /// Module files of Wasm pods from HTTPS URLs: cache under `<root>/wasm-modules`, limits.
+    pub module_fetch: crate::module_fetch::FetchSettings,
 }
 
 impl EdgedSettings {
     /// Kubelet's defaults for node `node_name`, pod directories under `root`.
     pub fn new(node_name: impl Into<String>, root: impl Into<PathBuf>) -> EdgedSettings {
+        let root = root.into();
         EdgedSettings {
             node_name: node_name.into(),
             namespace: "default".into(),
-            pods_root: root.into().join("pods"),
+            pods_root: root.join("pods"),
             relist: Duration::from_secs(1),
             status_interval: Duration::from_secs(10),
             stop_grace: Duration::from_secs(10),
@@ -119,6 +122,7 @@ impl EdgedSettings {
             image_gc_period: Duration::from_secs(300),
             image_gc: crate::gc::ImageGcPolicy::default(),
             image_disk: crate::disk::DiskSource::default(),
+            module_fetch: crate::module_fetch::FetchSettings::new(root.join("wasm-modules")),
         }
     }
 }
@@ -145,12 +149,17 @@ pub struct Edged {
     stats: Arc<Stats>,
     /// The node's Wasm host, for Wasm pods.
     wasm: Option<Arc<dyn WasmPods>>,
+    /// Module files of Wasm pods from HTTPS URLs (per `settings.module_fetch`).
+    fetcher: Arc<crate::module_fetch::ModuleFetcher>,
 }
 
 impl Edged {
     /// A module with `settings`.
     pub fn new(settings: EdgedSettings) -> Edged {
         Edged {
+            fetcher: Arc::new(crate::module_fetch::ModuleFetcher::new(
+                settings.module_fetch.clone(),
+            )),
             settings,
             stats: Arc::default(),
             wasm: None,

@@ -186,6 +186,17 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         settings.static_pod_dir =
             (!ours.static_pod_dir.is_empty()).then(|| ours.static_pod_dir.clone().into());
         settings.wasm_runtime_class = ours.wasm_runtime_class.clone();
+        if !ours.module_cache_dir.is_empty() {
+            settings.module_fetch.cache_dir = ours.module_cache_dir.clone().into();
+        }
+        if !ours.module_ca_file.is_empty() {
+            let file = std::path::PathBuf::from(&ours.module_ca_file);
+            // Read now, so a wrong file stops the start rather than the first pod that needs it.
+            wedge_edged::module_fetch::load_ca_file(&file)
+                .map_err(anyhow::Error::msg)
+                .context("wedge.edged.moduleCaFile")?;
+            settings.module_fetch.ca_file = Some(file);
+        }
         let edged = Arc::new(
             wedge_edged::Edged::new(settings)
                 .with_wasm(Arc::new(crate::wasm_pods::HostPods::new(wasm.clone()))),

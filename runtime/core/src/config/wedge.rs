@@ -141,6 +141,13 @@ pub struct EdgedSettings {
     pub static_pod_dir: String,
     /// `runtimeClassName` of pods that run in the Wasm host instead of Docker.
     pub wasm_runtime_class: String,
+    /// Where module files of Wasm pods fetched from `https://...@sha256:<hex>` images are kept,
+    /// by digest, so those pods start again after a reboot with no network ("" =
+    /// `<modules.edged.rootDirectory>/wasm-modules`).
+    pub module_cache_dir: String,
+    /// A PEM file of CA certificates trusted for those downloads besides the system's roots,
+    /// for module servers with a private CA ("" = the system's roots only).
+    pub module_ca_file: String,
 }
 
 impl Default for EdgedSettings {
@@ -148,6 +155,8 @@ impl Default for EdgedSettings {
         Self {
             static_pod_dir: String::new(),
             wasm_runtime_class: "wedge-wasm".to_owned(),
+            module_cache_dir: String::new(),
+            module_ca_file: String::new(),
         }
     }
 }

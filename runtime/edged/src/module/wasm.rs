@@ -85,6 +85,13 @@ impl PodSync {
                         Err(e) => Err(("ErrImagePull", e)),
                     }
                 }
+                Ok(ModuleRef::Https { url, sha256 }) => self
+                    .edged
+                    .fetcher
+                    .fetch(&url, &sha256)
+                    .await
+                    .map(ModuleSource::File)
+                    .map_err(|e| ("ErrImagePull", e)),
                 Err(e) => Err(("InvalidImageName", e)),
             };
             let owned = matches!(source, Ok(ModuleSource::File(_)));
