@@ -35,6 +35,19 @@ pub mod labels {
     pub const CONTAINER_HASH: &str = "io.wedge.container.hash";
     /// How many times this container was started before (0 for the first).
     pub const RESTART_COUNT: &str = "io.wedge.container.restartCount";
+    /// dockershim's kind of container: [`TYPE_SANDBOX`] or [`TYPE_CONTAINER`]. Containers
+    /// created before sandboxes existed lack it and are app containers.
+    pub const DOCKER_TYPE: &str = "io.kubernetes.docker.type";
+    /// [`DOCKER_TYPE`] of a pod's sandbox ("pause") container.
+    pub const TYPE_SANDBOX: &str = "podsandbox";
+    /// [`DOCKER_TYPE`] of an app container.
+    pub const TYPE_CONTAINER: &str = "container";
+    /// On an app container: the engine id of the sandbox whose network it joined, so that a
+    /// container left in an old sandbox's namespace is found from the engine alone.
+    pub const SANDBOX_ID: &str = "io.kubernetes.sandbox.id";
+    /// [`CONTAINER_NAME`] of a sandbox, as dockershim names it (no app container can take it:
+    /// Kubernetes container names are lower case).
+    pub const SANDBOX_CONTAINER_NAME: &str = "POD";
 }
 
 /// Why the engine failed.
@@ -86,10 +99,14 @@ pub struct ContainerPlan {
     pub nano_cpus: Option<i64>,
     /// `host:container[:ro]` binds.
     pub binds: Vec<String>,
-    /// `host`, `container:<id>`, or `None` for the default bridge.
+    /// `host`, `container:<id>` (a pod's sandbox), or `None` for the default bridge.
     pub network_mode: Option<String>,
-    /// `(container port/proto, host port)` to publish.
+    /// `(container port/proto, host port)` to publish. Only on a container with a network of
+    /// its own: the engine refuses them with `container:<id>`.
     pub published: Vec<(String, u16)>,
+    /// The hostname inside the container; `None` for the engine's (the id), and always `None`
+    /// with `container:<id>`, where the engine refuses it.
+    pub hostname: Option<String>,
 }
 
 /// One of edged's containers as the engine lists it.
@@ -113,6 +130,11 @@ pub struct ManagedContainer {
     pub state: String,
     /// Creation time, Unix seconds.
     pub created: i64,
+    /// A pod's sandbox ([`labels::TYPE_SANDBOX`]) rather than one of its app containers:
+    /// pod workers and garbage collection treat the two apart.
+    pub sandbox: bool,
+    /// For an app container, the sandbox whose network it joined ([`labels::SANDBOX_ID`]).
+    pub sandbox_id: Option<String>,
 }
 
 /// What `inspect` tells about a container's run.
@@ -241,19 +263,18 @@ impl Engine {
 
     /// Creates (does not start) a container; returns its id.
     pub async fn create(&self, plan: &ContainerPlan) -> Result<String, EngineError> {
-        let port_bindings: HashMap<String, Option<Vec<PortBinding>>> = plan
-            .published
-            .iter()
-            .map(|(port, host)| {
-                (
-                    port.clone(),
-                    Some(vec![PortBinding {
-                        host_ip: None,
-                        host_port: Some(host.to_string()),
-                    }]),
-                )
-            })
-            .collect();
+        // A container port may be published on several host ports.
+        let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+        for (port, host) in &plan.published {
+            port_bindings
+                .entry(port.clone())
+                .or_insert_with(|| Some(Vec::new()))
+                .get_or_insert_with(Vec::new)
+                .push(PortBinding {
+                    host_ip: None,
+                    host_port: Some(host.to_string()),
+                });
+        }
         let body = ContainerCreateBody {
             image: Some(plan.image.clone()),
             entrypoint: plan.entrypoint.clone(),
@@ -261,8 +282,9 @@ impl Engine {
             env: Some(plan.env.clone()),
             working_dir: plan.working_dir.clone(),
             labels: Some(plan.labels.clone()),
-            exposed_ports: (!plan.published.is_empty())
-                .then(|| plan.published.iter().map(|(p, _)| p.clone()).collect()),
+            hostname: plan.hostname.clone(),
+            exposed_ports: (!port_bindings.is_empty())
+                .then(|| port_bindings.keys().cloned().collect()),
             host_config: Some(HostConfig {
                 memory: plan.memory,
                 nano_cpus: plan.nano_cpus,
@@ -404,6 +426,8 @@ impl Engine {
                     restart_count: label(labels::RESTART_COUNT).parse().unwrap_or(0),
                     state: c.state.map(|s| s.to_string()).unwrap_or_default(),
                     created: c.created.unwrap_or(0),
+                    sandbox: label(labels::DOCKER_TYPE) == labels::TYPE_SANDBOX,
+                    sandbox_id: labels.get(labels::SANDBOX_ID).cloned(),
                 })
             })
             .collect())

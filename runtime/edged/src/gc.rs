@@ -11,6 +11,10 @@
 //! unlike kubelet, which keeps a status cache — reads a pod's restart count, last exit code and
 //! "already ran" (`restartPolicy: Never`) from that container.
 //!
+//! Sandboxes (`crate::sandbox`) are no app container: they never count in a pod's or the node's
+//! limits, and GC removes only the dead sandboxes of pods no longer desired (after those pods'
+//! app containers). A desired pod's sandboxes are its pod worker's to replace and remove.
+//!
 //! Images (kubelet's `realImageGCManager`): when the image filesystem's usage reaches
 //! `high_threshold` percent, unused images (no container at all refers to them) are removed,
 //! least recently used first, until `capacity × (100 − low_threshold)/100 − available` bytes are
@@ -90,7 +94,10 @@ pub fn containers_to_remove(
 ) -> Vec<String> {
     // The newest container of every (desired pod, container name), dead or alive.
     let mut newest: HashMap<(&str, &str), &ManagedContainer> = HashMap::new();
-    for c in containers.iter().filter(|c| is_desired(&c.pod_uid)) {
+    for c in containers
+        .iter()
+        .filter(|c| !c.sandbox && is_desired(&c.pod_uid))
+    {
         let slot = newest
             .entry((c.pod_uid.as_str(), c.container.as_str()))
             .or_insert(c);
@@ -104,7 +111,8 @@ pub fn containers_to_remove(
 
     // Evict units, ordered so the result does not depend on hash order.
     let mut units: BTreeMap<(&str, &str), Vec<&ManagedContainer>> = BTreeMap::new();
-    for c in containers.iter().filter(|c| is_dead(c) && old_enough(c)) {
+    let dead = |c: &&ManagedContainer| is_dead(c) && old_enough(c);
+    for c in containers.iter().filter(|c| !c.sandbox).filter(dead) {
         units
             .entry((c.pod_uid.as_str(), c.container.as_str()))
             .or_default()
@@ -121,6 +129,14 @@ pub fn containers_to_remove(
         removed.extend(unit.iter().map(|c| c.id.clone()));
         false
     });
+    // Sandboxes of pods no longer desired, after their app containers.
+    let mut sandboxes: Vec<&ManagedContainer> = containers
+        .iter()
+        .filter(|c| c.sandbox && !is_desired(&c.pod_uid))
+        .filter(dead)
+        .collect();
+    sandboxes.sort_by_key(|c| (c.pod_uid.as_str(), age_key(c)));
+    removed.extend(sandboxes.iter().map(|c| c.id.clone()));
     // Removes the `n` oldest containers of `unit` that are not protected.
     let mut remove_oldest = |unit: &mut Vec<&ManagedContainer>, n: usize| {
         let mut left = n;
@@ -296,6 +312,15 @@ mod tests {
             restart_count: 0,
             state: state.into(),
             created,
+            sandbox: false,
+            sandbox_id: None,
+        }
+    }
+
+    fn sandbox(id: &str, uid: &str, state: &str, created: i64) -> ManagedContainer {
+        ManagedContainer {
+            sandbox: true,
+            ..c(id, uid, "POD", state, created)
         }
     }
 
@@ -398,6 +423,28 @@ mod tests {
         // neither is its unit's newest (the running ones are), so the older, a2, goes.
         let removed = containers_to_remove(&all, desired(&["a", "b"]), &policy(-1, 1), 100);
         assert_eq!(removed, ["a1", "b1", "a2"]);
+    }
+
+    #[test]
+    fn sandboxes_never_count_and_go_only_with_their_pod() {
+        let all = [
+            sandbox("s-a0", "a", "exited", 5),
+            sandbox("s-a1", "a", "exited", 6),
+            sandbox("s-a2", "a", "running", 7),
+            c("a1", "a", "app", "exited", 10),
+            c("a2", "a", "app", "running", 20),
+            sandbox("s-g0", "gone", "exited", 1),
+            sandbox("s-g1", "gone", "running", 2),
+            c("g1", "gone", "app", "exited", 50),
+        ];
+        // A desired pod's dead sandboxes stay (its worker's business) even at limits of 0;
+        // a gone pod's dead one goes after its app containers, its running one is the
+        // relist's (orphan removal).
+        let removed = containers_to_remove(&all, desired(&["a"]), &policy(0, 0), 100);
+        assert_eq!(removed, ["g1", "s-g0", "a1"]);
+        // Sandboxes take no slot from the app containers: with one per container, a1 stays.
+        let removed = containers_to_remove(&all, desired(&["a"]), &policy(1, -1), 100);
+        assert_eq!(removed, ["g1", "s-g0"]);
     }
 
     #[test]

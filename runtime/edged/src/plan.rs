@@ -2,8 +2,10 @@
 //! volume binds, network, published ports.
 //!
 //! Kubernetes' `command` replaces the image's entrypoint and `args` its cmd, as kubelet maps
-//! them. Containers of a pod each join the default bridge (or the host's network with
-//! `hostNetwork`); they share volumes through binds of the same host directories.
+//! them. Containers of a pod join their pod's sandbox (`crate::sandbox`), which owns the
+//! network namespace, published ports and hostname; without one (a node opted out with
+//! `podSandboxImage: ""`, or a `hostNetwork` pod) each joins the default bridge (or the host's
+//! network) itself. They share volumes through binds of the same host directories.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,11 +21,15 @@ use crate::projected::volume_dir;
 /// needs a new container when it changes; metadata such as labels is left out, so an update
 /// that only touches metadata keeps the running containers.
 pub fn spec_hash(pod: &Pod, container: &Container) -> String {
-    let relevant = serde_json::json!({
+    short_hash(&serde_json::json!({
         "container": container,
         "hostNetwork": pod.spec.host_network,
         "volumes": pod.spec.volumes,
-    });
+    }))
+}
+
+/// The first 8 bytes of the SHA-256 of `relevant`'s JSON, in hex: the hash labels' form.
+pub(crate) fn short_hash(relevant: &serde_json::Value) -> String {
     let digest = Sha256::digest(relevant.to_string().as_bytes());
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -78,8 +84,45 @@ pub fn prepare_volumes(pod: &Pod, pods_root: &Path) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// The labels every container edged creates for `pod` carries: managed, node, pod, the
+/// container's name in the pod and dockershim's type (`docker_type`), the spec `hash` and the
+/// `attempt`. The engine alone is then enough to rebuild what runs.
+pub(crate) fn pod_labels(
+    node: &str,
+    pod: &Pod,
+    container: &str,
+    docker_type: &str,
+    hash: String,
+    attempt: u32,
+) -> HashMap<String, String> {
+    HashMap::from([
+        (labels::MANAGED.to_owned(), "true".to_owned()),
+        (labels::NODE.to_owned(), node.to_owned()),
+        (labels::POD_NAMESPACE.to_owned(), pod.namespace().to_owned()),
+        (labels::POD_NAME.to_owned(), pod.metadata.name.clone()),
+        (labels::POD_UID.to_owned(), pod.metadata.uid.clone()),
+        (labels::CONTAINER_NAME.to_owned(), container.to_owned()),
+        (labels::DOCKER_TYPE.to_owned(), docker_type.to_owned()),
+        (labels::CONTAINER_HASH.to_owned(), hash),
+        (labels::RESTART_COUNT.to_owned(), attempt.to_string()),
+    ])
+}
+
+/// `(container port/proto, host port)` of `container`'s ports that have a host port.
+pub(crate) fn host_ports(container: &Container) -> impl Iterator<Item = (String, u16)> + '_ {
+    container.ports.iter().filter_map(|p| {
+        let proto = p.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase();
+        Some((format!("{}/{proto}", p.container_port), p.host_port?))
+    })
+}
+
 /// The plan of the `attempt`-th container (0 for the first) for `container` of `pod` on
 /// node `node`, with its environment `env` already resolved (`projected::container_env`).
+///
+/// With `sandbox` (the engine id of the pod's running sandbox) the container joins the
+/// sandbox's network namespace and has no network settings of its own (ports and hostname
+/// belong to the sandbox; the engine refuses them on a joined container). Without, it has
+/// its own network, as on a node without sandboxes.
 pub fn container_plan(
     node: &str,
     pod: &Pod,
@@ -87,20 +130,22 @@ pub fn container_plan(
     attempt: u32,
     pods_root: &Path,
     env: &[(String, String)],
+    sandbox: Option<&str>,
 ) -> Result<ContainerPlan, SpecError> {
     let ns = pod.namespace();
     let name = &pod.metadata.name;
     let uid = &pod.metadata.uid;
-    let labels = HashMap::from([
-        (labels::MANAGED.to_owned(), "true".to_owned()),
-        (labels::NODE.to_owned(), node.to_owned()),
-        (labels::POD_NAMESPACE.to_owned(), ns.to_owned()),
-        (labels::POD_NAME.to_owned(), name.clone()),
-        (labels::POD_UID.to_owned(), uid.clone()),
-        (labels::CONTAINER_NAME.to_owned(), container.name.clone()),
-        (labels::CONTAINER_HASH.to_owned(), spec_hash(pod, container)),
-        (labels::RESTART_COUNT.to_owned(), attempt.to_string()),
-    ]);
+    let mut labels = pod_labels(
+        node,
+        pod,
+        &container.name,
+        labels::TYPE_CONTAINER,
+        spec_hash(pod, container),
+        attempt,
+    );
+    if let Some(id) = sandbox {
+        labels.insert(labels::SANDBOX_ID.to_owned(), id.to_owned());
+    }
     let env = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut binds = Vec::new();
     for mount in &container.volume_mounts {
@@ -132,14 +177,13 @@ pub fn container_plan(
         .map(|q| crate::quantity::nano_cpus(q))
         .transpose()
         .map_err(invalid)?;
-    let published = container
-        .ports
-        .iter()
-        .filter_map(|p| {
-            let proto = p.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase();
-            Some((format!("{}/{proto}", p.container_port), p.host_port?))
-        })
-        .collect();
+    let (network_mode, published) = match sandbox {
+        Some(id) => (Some(format!("container:{id}")), Vec::new()),
+        None => (
+            pod.spec.host_network.then(|| "host".to_owned()),
+            host_ports(container).collect(),
+        ),
+    };
     Ok(ContainerPlan {
         name: format!("k8s_{}_{name}_{ns}_{uid}_{attempt}", container.name),
         image: container.image.clone(),
@@ -151,8 +195,9 @@ pub fn container_plan(
         memory,
         nano_cpus,
         binds,
-        network_mode: pod.spec.host_network.then(|| "host".to_owned()),
+        network_mode,
         published,
+        hostname: None,
     })
 }
 
@@ -192,6 +237,7 @@ mod tests {
                 ("MODE".into(), "edge".into()),
                 ("FROM".into(), "s3cret".into()),
             ],
+            None,
         )
         .unwrap();
         assert_eq!(plan.name, "k8s_app_web_apps_u-9_2");
@@ -214,7 +260,48 @@ mod tests {
         assert_eq!(plan.labels[labels::POD_UID], "u-9");
         assert_eq!(plan.labels[labels::NODE], "edge-1");
         assert_eq!(plan.labels[labels::RESTART_COUNT], "2");
+        assert_eq!(plan.labels[labels::DOCKER_TYPE], "container");
+        assert!(!plan.labels.contains_key(labels::SANDBOX_ID));
         assert_eq!(plan.network_mode, None);
+        assert_eq!(plan.hostname, None);
+    }
+
+    #[test]
+    fn a_container_in_a_sandbox_joins_its_network_and_publishes_nothing() {
+        let p = pod();
+        let alone = container_plan(
+            "edge-1",
+            &p,
+            &p.spec.containers[0],
+            0,
+            Path::new("/pods"),
+            &[],
+            None,
+        )
+        .unwrap();
+        let joined = container_plan(
+            "edge-1",
+            &p,
+            &p.spec.containers[0],
+            0,
+            Path::new("/pods"),
+            &[],
+            Some("abc123"),
+        )
+        .unwrap();
+        assert_eq!(joined.network_mode.as_deref(), Some("container:abc123"));
+        assert!(joined.published.is_empty());
+        assert_eq!(joined.hostname, None);
+        assert_eq!(joined.labels[labels::SANDBOX_ID], "abc123");
+        // Same spec, same hash: joining a sandbox is not a spec change.
+        assert_eq!(
+            joined.labels[labels::CONTAINER_HASH],
+            alone.labels[labels::CONTAINER_HASH]
+        );
+        assert_eq!(
+            (joined.name, joined.binds, joined.env),
+            (alone.name, alone.binds, alone.env)
+        );
     }
 
     #[test]

@@ -114,12 +114,15 @@ fn container_status(c: &Observed) -> Value {
 }
 
 /// The pod's status. `problem` is a spec or volume error that keeps the pod from starting
-/// (reason, message); `host_ip` is the node's address when known.
+/// (reason, message); `host_ip` is the node's address when known; `sandbox_ip` is the address
+/// of the pod's running sandbox, which is the pod's IP when it has one (its containers then
+/// have no network of their own for the engine to report).
 pub fn pod_status(
     pod: &Pod,
     containers: &[Observed],
     problem: Option<(&str, &str)>,
     host_ip: Option<&str>,
+    sandbox_ip: Option<&str>,
 ) -> Value {
     let phase = match problem {
         Some(_) => "Pending",
@@ -148,6 +151,8 @@ pub fn pod_status(
     }
     let pod_ip = if pod.spec.host_network {
         host_ip.map(str::to_owned)
+    } else if let Some(ip) = sandbox_ip.filter(|ip| !ip.is_empty()) {
+        Some(ip.to_owned())
     } else {
         containers
             .iter()
@@ -220,7 +225,7 @@ mod tests {
         .unwrap();
         let mut c = observed(Some((true, 0)));
         c.run.as_mut().unwrap().ip = "172.17.0.5".into();
-        let s = pod_status(&pod, &[c], None, Some("10.0.0.2"));
+        let s = pod_status(&pod, &[c.clone()], None, Some("10.0.0.2"), None);
         assert_eq!(s["phase"], "Running");
         assert_eq!(
             s["conditions"][1],
@@ -228,6 +233,11 @@ mod tests {
         );
         assert_eq!(s["podIP"], "172.17.0.5");
         assert_eq!(s["hostIP"], "10.0.0.2");
+        // In a sandbox the containers have no address; the sandbox's is the pod's.
+        c.run.as_mut().unwrap().ip = String::new();
+        let s = pod_status(&pod, &[c], None, Some("10.0.0.2"), Some("172.17.0.9"));
+        assert_eq!(s["podIP"], "172.17.0.9");
+        assert_eq!(s["podIPs"], json!([{"ip": "172.17.0.9"}]));
         assert_eq!(s["containerStatuses"][0]["containerID"], "docker://abc");
         assert_eq!(
             s["containerStatuses"][0]["state"],
@@ -236,7 +246,7 @@ mod tests {
 
         let mut pulling = observed(None);
         pulling.waiting = Some(("ErrImagePull".into(), "no registry".into()));
-        let s = pod_status(&pod, &[pulling], None, None);
+        let s = pod_status(&pod, &[pulling], None, None, None);
         assert_eq!(s["phase"], "Pending");
         assert_eq!(
             s["containerStatuses"][0]["state"]["waiting"]["reason"],

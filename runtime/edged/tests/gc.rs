@@ -44,6 +44,7 @@ fn plan(node: &str, uid: &str, name: &str, restart: u32, script: &str) -> Contai
         binds: Vec::new(),
         network_mode: None,
         published: Vec::new(),
+        hostname: None,
     }
 }
 

@@ -142,7 +142,7 @@ impl SyncLoop {
                 observed
             };
             let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
-            let status = pod_status(&d.pod, &observed, problem, self.host_ip.as_deref());
+            let status = pod_status(&d.pod, &observed, problem, self.host_ip.as_deref(), None);
             let patch = pod_patch(&d.pod, &status);
             if force || self.reported.get(uid) != Some(&patch) {
                 patches.push((uid.clone(), d.pod.clone(), patch));

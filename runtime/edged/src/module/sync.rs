@@ -297,6 +297,7 @@ impl PodSync {
                 attempt,
                 &settings.pods_root,
                 &env,
+                None,
             )
             .map_err(|e| config_error(e.message))?;
             let id = self.engine.create(&plan).await?;
