@@ -6,6 +6,7 @@
 //! - [`quantity`]: memory and CPU limits as the engine wants them;
 //! - [`engine`]: images and labelled containers through bollard;
 //! - [`plan`]: a pod's container as the engine creates it (command, env, limits, binds);
+//! - [`sandbox`]: a pod's sandbox ("pause") container, owner of its network namespace;
 //! - [`objects`] and [`projected`]: ConfigMaps and Secrets through metamanager, as volumes
 //!   and environment;
 //! - [`probe`]: liveness, readiness and startup probes (exec, httpGet, tcpSocket);
@@ -32,6 +33,7 @@ pub mod pod;
 pub mod probe;
 pub mod projected;
 pub mod quantity;
+pub mod sandbox;
 pub mod static_pods;
 pub mod status;
 pub mod wasm_pods;
