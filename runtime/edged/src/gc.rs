@@ -22,6 +22,8 @@
 //! is the last pass that saw a container on it, and its age (`min_age`) counts from the pass that
 //! first saw it — not from the image's build time, which says nothing about when it was pulled.
 //! After a restart every image is therefore young again, which errs on the side of keeping.
+//! Pinned images (the pod sandbox image, as kubelet pins it) are never removed: a node without
+//! a registry could not get it back, and no pod would start again.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -61,6 +63,10 @@ pub struct ImageGcPolicy {
     /// An image first seen less than this ago is kept (it may have just been pulled for a
     /// container about to start): 2 min.
     pub min_age: Duration,
+    /// Image references never removed, whatever their use: the pod sandbox image
+    /// (`podSandboxImage`), which is in use only while some pod runs, yet needed by every
+    /// pod that starts.
+    pub pinned: Vec<String>,
 }
 
 impl Default for ImageGcPolicy {
@@ -69,7 +75,24 @@ impl Default for ImageGcPolicy {
             high_threshold: 85,
             low_threshold: 80,
             min_age: Duration::from_secs(120),
+            pinned: Vec::new(),
         }
+    }
+}
+
+/// `reference` as the engine lists tags: without Docker Hub's implicit registry and `library/`
+/// namespace, with the implicit `:latest`.
+fn familiar(reference: &str) -> String {
+    let short = reference
+        .strip_prefix("docker.io/")
+        .or_else(|| reference.strip_prefix("index.docker.io/"))
+        .unwrap_or(reference);
+    let short = short.strip_prefix("library/").unwrap_or(short);
+    let name = short.rsplit('/').next().unwrap_or(short);
+    if name.contains(':') || name.contains('@') {
+        short.to_owned()
+    } else {
+        format!("{short}:latest")
     }
 }
 
@@ -204,6 +227,8 @@ struct ImageRecord {
     last_used: Option<Instant>,
     size: u64,
     created: i64,
+    /// `repo:tag` names, to match pinned references.
+    tags: Vec<String>,
 }
 
 /// Kubelet's image records: when each image was first seen and last seen in use.
@@ -240,8 +265,10 @@ impl ImageRecords {
                     last_used: None,
                     size: image.size,
                     created: image.created,
+                    tags: Vec::new(),
                 });
             record.size = image.size;
+            record.tags.clone_from(&image.tags);
             if in_use.contains(&image.id) {
                 record.last_used = Some(now);
             }
@@ -274,11 +301,13 @@ impl ImageRecords {
             u128::from(usage.capacity) * u128::from(100 - policy.low_threshold.min(100)) / 100;
         let available = u128::from(usage.available.min(usage.capacity));
         plan.to_free = u64::try_from(keep_free.saturating_sub(available)).unwrap_or(u64::MAX);
+        let pinned: HashSet<String> = policy.pinned.iter().map(|p| familiar(p)).collect();
         let mut candidates: Vec<(&String, &ImageRecord)> = self
             .records
             .iter()
             .filter(|(id, r)| {
                 !in_use.contains(id.as_str())
+                    && !r.tags.iter().any(|t| pinned.contains(&familiar(t)))
                     && r.last_used.is_none_or(|used| used < now)
                     && now.saturating_duration_since(r.first_detected) >= policy.min_age
             })
@@ -481,7 +510,28 @@ mod tests {
             high_threshold: 85,
             low_threshold: 80,
             min_age: Duration::from_secs(120),
+            pinned: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_pinned_image_is_never_removed() {
+        let t0 = Instant::now();
+        let mut records = ImageRecords::default();
+        let none = HashSet::new();
+        let mut pause = image("pause", 10, 0);
+        pause.tags = vec!["kubeedge/pause:3.6".into()];
+        let mut busybox = image("busybox", 10, 0);
+        busybox.tags = vec!["busybox:latest".into()];
+        records.observe(&[pause, busybox, image("other", 10, 0)], &none, t0);
+        let mut policy = images_policy();
+        policy.pinned = vec![
+            "docker.io/kubeedge/pause:3.6".into(),
+            "library/busybox".into(),
+        ];
+        let later = t0 + Duration::from_secs(600);
+        let plan = records.plan(&policy, usage(99), &none, later).unwrap();
+        assert_eq!(plan.remove, ["other"]);
     }
 
     #[test]
