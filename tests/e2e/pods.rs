@@ -68,26 +68,15 @@ fn check_image() {
 
 /// The newest pod status the cloud received for pod `name` after `since`.
 fn status_after(hub: &CloudHub, name: &str, since: Instant, want: &str) -> Value {
-    let resource = format!("default/podpatch/{name}");
-    let found = hub
-        .wait_for(
-            |m| {
-                m.at > since
-                    && m.message.as_ref().is_some_and(|msg| {
-                        msg.route.resource == resource
-                            && msg.route.operation == "patch"
-                            && msg
-                                .content
-                                .as_string()
-                                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                                .is_some_and(|p| p["status"]["phase"] == want)
-                    })
-            },
-            WAIT,
-        )
-        .unwrap();
-    let text = found.message.unwrap().content.as_string().unwrap();
-    serde_json::from_str(&text).unwrap()
+    status_where(hub, name, since, |p| p["status"]["phase"] == want)
+}
+
+/// Whether a podpatch says the pod runs with every container ready.
+fn all_ready(patch: &Value) -> bool {
+    patch["status"]["phase"] == "Running"
+        && patch["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|c| c.iter().all(|c| c["ready"] == true))
 }
 
 fn pod_insert(name: &str, uid: &str) -> Message {
@@ -354,7 +343,8 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
     reply.route.group = "resource".into();
     hub.send(reply).unwrap();
 
-    let patch = status_after(&hub, &name, start, "Running");
+    // A pod is Running once one container runs; the other may still be waiting for its module.
+    let patch = status_where(&hub, &name, start, all_ready);
     let statuses = patch["status"]["containerStatuses"].as_array().unwrap();
     let ids: Vec<&str> = statuses
         .iter()
