@@ -26,6 +26,9 @@ fn running_containers(uid: &str) -> Result<Vec<String>> {
             "--no-trunc",
             "--filter",
             &format!("label=io.kubernetes.pod.uid={uid}"),
+            // App containers, not the pod's sandbox (a new sandbox would replace them too).
+            "--filter",
+            "label=io.kubernetes.docker.type=container",
         ])
         .output()
         .context("these tests need the docker CLI and a running engine (bash .ci/setup)")?;
@@ -56,14 +59,16 @@ fn wait_containers(uid: &str, want: impl Fn(&[String]) -> bool) -> Vec<String> {
 }
 
 fn check_image() {
-    let ok = Command::new("docker")
-        .args(["image", "inspect", IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "these tests need the image {IMAGE} in a running Docker engine (bash .ci/setup)"
-    );
+    for image in [IMAGE, wedge_tests::cloud_node::PAUSE_IMAGE] {
+        let ok = Command::new("docker")
+            .args(["image", "inspect", image])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            ok,
+            "these tests need the image {image} in a running Docker engine (bash .ci/setup)"
+        );
+    }
 }
 
 /// The newest pod status the cloud received for pod `name` after `since`.

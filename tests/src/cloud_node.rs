@@ -14,6 +14,10 @@ use crate::node::NODE;
 use crate::twin_fixtures::THERMOMETERS;
 use crate::{Daemon, free_port, http_get};
 
+/// The pod sandbox image edged runs in tests: `bash .ci/setup` imports it (a busybox pause
+/// that exits on SIGTERM), since no registry is reachable to pull `kubeedge/pause`.
+pub const PAUSE_IMAGE: &str = "wedge-test/pause:1";
+
 /// What a [`CloudNode`] runs beyond the defaults.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeOptions<'a> {
@@ -93,7 +97,7 @@ impl CloudNode {
         let mqtt_port = free_port();
         let edged = if edged {
             format!(
-                "    enable: true\n    rootDirectory: {}\n",
+                "    enable: true\n    rootDirectory: {}\n    podSandboxImage: {PAUSE_IMAGE}\n",
                 dir.path().join("kubelet").display()
             )
         } else {

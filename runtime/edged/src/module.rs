@@ -60,6 +60,10 @@ pub struct EdgedSettings {
     pub initial_backoff: Duration,
     /// Longest restart back-off (5 min).
     pub max_backoff: Duration,
+    /// Image of the pod sandbox that owns each pod's network namespace
+    /// (`modules.edged.podSandboxImage`); empty runs pods without sandboxes, each container
+    /// in a network of its own.
+    pub pod_sandbox_image: String,
     /// Pod workers of each kind (additions, deletions) that run at once: 5, as legacy
     /// edged's queue consumers.
     pub pod_workers: usize,
@@ -108,6 +112,7 @@ impl EdgedSettings {
             stop_grace: Duration::from_secs(10),
             initial_backoff: Duration::from_secs(10),
             max_backoff: Duration::from_secs(300),
+            pod_sandbox_image: "kubeedge/pause:3.6".to_owned(),
             pod_workers: 5,
             work_retry_initial: Duration::from_secs(10),
             work_retry_max: Duration::from_secs(300),

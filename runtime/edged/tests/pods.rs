@@ -72,6 +72,7 @@ impl Node {
         settings.initial_backoff = Duration::from_millis(500);
         settings.max_backoff = Duration::from_secs(2);
         settings.stop_grace = Duration::from_secs(1);
+        settings.pod_sandbox_image = common::PAUSE_IMAGE.to_owned();
         tune(&mut settings);
         let mut supervisor =
             Supervisor::new(bus.clone(), Health::new(), SupervisionSettings::default());
@@ -190,6 +191,7 @@ impl Node {
         }
     }
 
+    /// The app containers of pod `uid` (not its sandbox), by name and restart count.
     async fn containers(&self, uid: &str) -> Vec<ManagedContainer> {
         let mut all: Vec<ManagedContainer> = self
             .engine
@@ -197,7 +199,7 @@ impl Node {
             .await
             .unwrap()
             .into_iter()
-            .filter(|c| c.pod_uid == uid)
+            .filter(|c| c.pod_uid == uid && !c.sandbox)
             .collect();
         all.sort_by(|a, b| (&a.container, a.restart_count).cmp(&(&b.container, b.restart_count)));
         all
@@ -382,14 +384,14 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
 
     node.send("delete", &web).await;
     let deadline = Instant::now() + WAIT;
-    while !node.containers(uid(&web)).await.is_empty() {
+    // Containers first, then the sandbox, then the pod's directory.
+    while !node.containers(uid(&web)).await.is_empty() || greeting.exists() {
         assert!(
             Instant::now() < deadline,
-            "containers of the deleted pod remain"
+            "containers or the directory of the deleted pod remain"
         );
         node.serve_for(Duration::from_millis(100)).await;
     }
-    assert!(!greeting.exists(), "the pod's directory is removed");
     let deadline = Instant::now() + WAIT;
     while !node.deleted.contains(&format!("default/pod/{name}")) {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -400,6 +402,113 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
         node.take(msg);
     }
     node.stop().await;
+}
+
+#[tokio::test]
+async fn the_containers_of_a_pod_share_its_sandboxs_network_and_a_dead_sandbox_is_replaced() {
+    let name = unique("net");
+    let mut web = pod(
+        &name,
+        json!({
+            "containers": [
+                sleeper("server", "echo up > /www/index.html; httpd -f -p 8080 -h /www"),
+                sleeper("client", "while :; do wget -q -O /shared/page http://127.0.0.1:8080/ && sleep 0.2; sleep 0.1; done"),
+            ],
+            "volumes": [{"name": "shared", "emptyDir": {}}, {"name": "www", "emptyDir": {}}],
+        }),
+    );
+    web["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "www", "mountPath": "/www"}]);
+    web["spec"]["containers"][1]["volumeMounts"] =
+        json!([{"name": "shared", "mountPath": "/shared"}]);
+    let mut node = Node::start(&[], None).await;
+    node.send("insert", &web).await;
+    let status = node.wait_status(&name, |s| running(s, 2)).await;
+    let first_ip = status["podIP"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        !first_ip.is_empty(),
+        "the sandbox's IP is the pod's: {status}"
+    );
+    let page = node
+        .root
+        .path()
+        .join("pods")
+        .join(uid(&web))
+        .join("volumes/kubernetes.io~empty-dir/shared/page");
+    let deadline = Instant::now() + WAIT;
+    while std::fs::read_to_string(&page).unwrap_or_default() != "up\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the client never reached the server on localhost"
+        );
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+    let all = node.engine.list(&node.name).await.unwrap();
+    let sandboxes: Vec<&ManagedContainer> = all
+        .iter()
+        .filter(|c| c.pod_uid == uid(&web) && c.sandbox)
+        .collect();
+    assert_eq!(sandboxes.len(), 1, "one sandbox per pod: {all:?}");
+    let sandbox = sandboxes[0].clone();
+    assert!(
+        all.iter()
+            .filter(|c| c.pod_uid == uid(&web) && !c.sandbox)
+            .all(|c| c.sandbox_id.as_deref() == Some(sandbox.id.as_str())),
+        "both containers joined it: {all:?}"
+    );
+
+    // The sandbox dies: a new one is made and both containers run again in it, counted as
+    // restarts.
+    node.engine
+        .stop(&sandbox.id, Duration::from_secs(1))
+        .await
+        .unwrap();
+    let status = node
+        .wait_status(&name, |s| {
+            running(s, 2)
+                && s["containerStatuses"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().all(|c| c["restartCount"] == 1))
+        })
+        .await;
+    assert!(
+        status["podIP"].as_str().is_some_and(|ip| !ip.is_empty()),
+        "{status}"
+    );
+    let all = node.engine.list(&node.name).await.unwrap();
+    let current: Vec<&ManagedContainer> = all
+        .iter()
+        .filter(|c| c.pod_uid == uid(&web) && c.sandbox && c.state == "running")
+        .collect();
+    assert_eq!(current.len(), 1, "{all:?}");
+    assert_ne!(current[0].id, sandbox.id, "a new sandbox");
+    assert_eq!(current[0].restart_count, 1, "its attempt is the next");
+    std::fs::remove_file(&page).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while std::fs::read_to_string(&page).unwrap_or_default() != "up\n" {
+        assert!(
+            Instant::now() < deadline,
+            "the containers do not share the new sandbox's network"
+        );
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+
+    // Deleting the pod removes its containers and its sandbox.
+    node.send("delete", &web).await;
+    let deadline = Instant::now() + WAIT;
+    while node
+        .engine
+        .list(&node.name)
+        .await
+        .unwrap()
+        .iter()
+        .any(|c| c.pod_uid == uid(&web))
+    {
+        assert!(Instant::now() < deadline, "the pod's containers stayed");
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
 }
 
 #[tokio::test]
@@ -688,7 +797,7 @@ async fn static_pods_follow_their_manifest_files_and_stay_local() {
                 .await
                 .unwrap()
                 .into_iter()
-                .filter(|c| c.pod_name == name && c.state == "running")
+                .filter(|c| c.pod_name == name && c.state == "running" && !c.sandbox)
                 .collect::<Vec<_>>()
         }
     };

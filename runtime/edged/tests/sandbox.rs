@@ -14,29 +14,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{IMAGE, WAIT, engine, unique};
+use common::{IMAGE, PAUSE_IMAGE, WAIT, engine, unique};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wedge_edged::engine::{Engine, ManagedContainer, labels};
 use wedge_edged::plan::container_plan;
 use wedge_edged::pod::Pod;
 use wedge_edged::sandbox::{self, Step};
-
-/// The pause image `bash .ci/setup` imports.
-const PAUSE: &str = "wedge-test/pause:1";
-
-/// The engine, checked to hold [`PAUSE`] as well as the busybox image.
-async fn sandbox_engine() -> Engine {
-    let engine = engine().await;
-    engine
-        .docker()
-        .inspect_image(PAUSE)
-        .await
-        .unwrap_or_else(|e| {
-            panic!("these tests need the image {PAUSE} (bash .ci/setup imports it): {e}")
-        });
-    engine
-}
 
 /// Removes every container of its node when dropped, so a failed test leaves nothing behind.
 struct Cleanup(String);
@@ -96,7 +80,7 @@ async fn listed(engine: &Engine, node: &str, pod: &Pod) -> Vec<ManagedContainer>
 /// sandbox's id.
 async fn converge(engine: &Engine, node: &str, pod: &Pod) -> String {
     let ours = listed(engine, node, pod).await;
-    let id = match sandbox::step(pod, PAUSE, &ours) {
+    let id = match sandbox::step(pod, PAUSE_IMAGE, &ours) {
         Step::Ready { sandbox, stale } => {
             assert!(stale.is_empty(), "{stale:?}");
             sandbox.id.clone()
@@ -111,8 +95,8 @@ async fn converge(engine: &Engine, node: &str, pod: &Pod) -> String {
             for old in stale {
                 engine.remove_sandbox(&old.id).await.unwrap();
             }
-            engine.ensure_sandbox_image(PAUSE).await.unwrap();
-            let plan = sandbox::plan(node, pod, PAUSE, attempt);
+            engine.ensure_sandbox_image(PAUSE_IMAGE).await.unwrap();
+            let plan = sandbox::plan(node, pod, PAUSE_IMAGE, attempt);
             engine.run_sandbox(&plan).await.unwrap()
         }
         Step::NoSandbox { .. } => panic!("a pod on the bridge gets a sandbox"),
@@ -205,7 +189,7 @@ async fn served(port: u16, body: &str) {
 
 #[tokio::test]
 async fn the_containers_of_a_pod_share_the_sandboxes_network() {
-    let engine = sandbox_engine().await;
+    let engine = engine().await;
     let node = unique("sbnode");
     let _cleanup = Cleanup(node.clone());
     let name = unique("shared");
@@ -326,7 +310,7 @@ async fn the_containers_of_a_pod_share_the_sandboxes_network() {
     // A dead sandbox is replaced by the next attempt.
     let ours = listed(&engine, &node, &pod).await;
     assert_eq!(
-        sandbox::step(&pod, PAUSE, &ours),
+        sandbox::step(&pod, PAUSE_IMAGE, &ours),
         Step::Create {
             attempt: 1,
             stale: vec![&ours[0]]
@@ -340,7 +324,7 @@ async fn the_containers_of_a_pod_share_the_sandboxes_network() {
 
 #[tokio::test]
 async fn host_ports_are_published_by_the_sandbox_and_a_port_change_replaces_it() {
-    let engine = sandbox_engine().await;
+    let engine = engine().await;
     let node = unique("sbnode");
     let _cleanup = Cleanup(node.clone());
     let first_port = free_port();
@@ -364,7 +348,7 @@ async fn host_ports_are_published_by_the_sandbox_and_a_port_change_replaces_it()
     assert_eq!(sandbox::sandbox_hash(&pod), before_env);
     let ours = listed(&engine, &node, &pod).await;
     assert!(
-        matches!(sandbox::step(&pod, PAUSE, &ours), Step::Ready { sandbox, .. } if sandbox.id == first)
+        matches!(sandbox::step(&pod, PAUSE_IMAGE, &ours), Step::Ready { sandbox, .. } if sandbox.id == first)
     );
 
     // A new host port is the sandbox's: it is replaced, the container follows it.
@@ -372,7 +356,7 @@ async fn host_ports_are_published_by_the_sandbox_and_a_port_change_replaces_it()
     pod.spec.containers[0].ports[0].host_port = Some(second_port);
     assert_ne!(sandbox::sandbox_hash(&pod), before_env);
     let ours = listed(&engine, &node, &pod).await;
-    let Step::Create { attempt, stale } = sandbox::step(&pod, PAUSE, &ours) else {
+    let Step::Create { attempt, stale } = sandbox::step(&pod, PAUSE_IMAGE, &ours) else {
         panic!("a changed host port keeps the sandbox: {ours:?}");
     };
     assert_eq!((attempt, stale.len()), (1, 1));
@@ -398,7 +382,7 @@ async fn host_ports_are_published_by_the_sandbox_and_a_port_change_replaces_it()
 
 #[tokio::test]
 async fn a_missing_sandbox_image_names_the_setting() {
-    let engine = sandbox_engine().await;
+    let engine = engine().await;
     let err = engine
         .ensure_sandbox_image("wedge-test/no-such-pause:1")
         .await

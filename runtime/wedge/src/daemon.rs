@@ -183,6 +183,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         settings.image_gc.low_threshold = percent(edged.image_gc_low_threshold);
         // Pods cannot start without the sandbox image, and a node may have no registry.
         settings.image_gc.pinned = vec![edged.pod_sandbox_image.clone()];
+        settings.pod_sandbox_image = edged.pod_sandbox_image.clone();
         settings.node_report = Some(wedge_edged::node::NodeReportSettings::new(node.clone()));
         let ours = &config.wedge.edged;
         settings.static_pod_dir =

@@ -75,16 +75,30 @@ impl SyncLoop {
         let mut running = 0;
         let mut patches = Vec::new();
         for (uid, d) in &self.desired {
+            let mut sandbox_ip = None;
             let observed = if is_wasm_pod(self.settings(), &d.pod) {
                 let observed = wasm_observed(self.edged.wasm.as_deref(), &d.pod, &d.state);
                 running += observed.iter().filter(|o| o.ready).count() as u64;
                 observed
             } else {
+                // The pod's IP is its running sandbox's: joined containers have none.
+                let sandbox = listed
+                    .iter()
+                    .filter(|c| c.sandbox && c.pod_uid == *uid && c.state == "running")
+                    .max_by_key(|c| c.restart_count);
+                if let Some(s) = sandbox {
+                    sandbox_ip = self
+                        .inspections
+                        .get(&self.sync.engine, s)
+                        .await
+                        .map(|run| run.ip)
+                        .filter(|ip| !ip.is_empty());
+                }
                 let mut observed = Vec::new();
                 for spec in &d.pod.spec.containers {
                     let newest = listed
                         .iter()
-                        .filter(|c| c.pod_uid == *uid && c.container == spec.name)
+                        .filter(|c| !c.sandbox && c.pod_uid == *uid && c.container == spec.name)
                         .max_by_key(|c| c.restart_count);
                     let run = match newest {
                         Some(c) => self.inspections.get(&self.sync.engine, c).await,
@@ -102,10 +116,12 @@ impl SyncLoop {
                     let key = (uid.clone(), spec.name.clone());
                     let ready = match (newest, &run) {
                         (Some(c), Some(r)) if r.running => {
-                            let ip = if d.pod.spec.host_network || r.ip.is_empty() {
-                                "127.0.0.1"
-                            } else {
-                                r.ip.as_str()
+                            // Probes reach the container at the pod's address.
+                            let ip = match sandbox_ip.as_deref() {
+                                _ if d.pod.spec.host_network => "127.0.0.1",
+                                Some(ip) => ip,
+                                None if r.ip.is_empty() => "127.0.0.1",
+                                None => r.ip.as_str(),
                             };
                             let prober = self
                                 .probers
@@ -142,7 +158,13 @@ impl SyncLoop {
                 observed
             };
             let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
-            let status = pod_status(&d.pod, &observed, problem, self.host_ip.as_deref(), None);
+            let status = pod_status(
+                &d.pod,
+                &observed,
+                problem,
+                self.host_ip.as_deref(),
+                sandbox_ip.as_deref(),
+            );
             let patch = pod_patch(&d.pod, &status);
             if force || self.reported.get(uid) != Some(&patch) {
                 patches.push((uid.clone(), d.pod.clone(), patch));

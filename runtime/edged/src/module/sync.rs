@@ -20,6 +20,7 @@ use crate::engine::{Engine, EngineError, ManagedContainer};
 use crate::plan::{container_plan, spec_hash};
 use crate::pod::{Container, Pod};
 use crate::projected::{Objects, container_env, write_volumes};
+use crate::sandbox::{self, Step};
 
 /// What edged knows of a pod's progress, shared between its worker and the status report.
 #[derive(Debug, Default)]
@@ -63,6 +64,18 @@ pub(super) struct KillJob {
     pub(super) pod: Option<Pod>,
     /// Its state, for the Wasm modules the pod deployed.
     pub(super) state: Option<SharedState>,
+}
+
+/// What a sync pass did about the pod's sandbox.
+enum SandboxPass {
+    /// Containers join this sandbox (`None`: no sandbox, a network of their own).
+    Join(Option<String>),
+    /// A new sandbox was started; containers of the old one are replaced.
+    Created(String),
+    /// The pod is done (no container to run again): nothing to do.
+    Finished,
+    /// The sandbox could not be made; the containers wait with the reason.
+    Failed,
 }
 
 /// How a worker's run went.
@@ -182,6 +195,20 @@ impl PodSync {
                 }
             }
         }
+        let sandbox_id = match self.sync_sandbox(pod, &job.state, &ours).await {
+            SandboxPass::Join(id) => id,
+            SandboxPass::Created(id) => {
+                outcome.changed = true;
+                Some(id)
+            }
+            SandboxPass::Finished => return outcome,
+            SandboxPass::Failed => {
+                outcome.changed = true;
+                outcome.ok = false;
+                return outcome;
+            }
+        };
+        let ours: Vec<ManagedContainer> = ours.into_iter().filter(|c| !c.sandbox).collect();
         // Containers no longer in the spec.
         let gone: Vec<&ManagedContainer> = ours
             .iter()
@@ -208,6 +235,16 @@ impl PodSync {
             let newest = mine.last().copied();
             let attempt = match newest {
                 None => 0,
+                // Its network is gone (the sandbox was replaced): it runs again in the new one,
+                // counted as a restart, without a crash back-off (it did not crash).
+                Some(c) if !sandbox::joined(c, sandbox_id.as_deref()) => {
+                    outcome.changed = true;
+                    if !self.stop_remove_all(&mine).await {
+                        outcome.ok = false;
+                        continue;
+                    }
+                    c.restart_count + 1
+                }
                 Some(c) if c.state == "running" => continue,
                 Some(c) => {
                     let run = self.engine.inspect(&c.id).await.ok().flatten();
@@ -232,11 +269,134 @@ impl PodSync {
             };
             outcome.changed = true;
             let started = self
-                .start_container(pod, &job.state, spec, attempt, &mut objects)
+                .start_container(
+                    pod,
+                    &job.state,
+                    spec,
+                    (attempt, sandbox_id.as_deref()),
+                    &mut objects,
+                )
                 .await;
             outcome.ok &= started;
         }
         outcome
+    }
+
+    /// The pod's sandbox on this pass (see [`crate::sandbox`]): the one its containers join,
+    /// a new one (after stopping the containers of the dead or outdated one), or none.
+    async fn sync_sandbox(
+        &self,
+        pod: &Pod,
+        state: &SharedState,
+        ours: &[ManagedContainer],
+    ) -> SandboxPass {
+        let image = self.settings().pod_sandbox_image.as_str();
+        match sandbox::step(pod, image, ours) {
+            Step::NoSandbox { stale } => {
+                self.remove_sandboxes(&stale).await;
+                SandboxPass::Join(None)
+            }
+            Step::Ready { sandbox, stale } => {
+                self.remove_sandboxes(&stale).await;
+                SandboxPass::Join(Some(sandbox.id.clone()))
+            }
+            Step::Create { attempt, stale } => {
+                if self.finished(pod, ours).await {
+                    // Kubelet's rule: a pod whose containers all ended for good gets no new
+                    // sandbox; its status stays what its containers left.
+                    return SandboxPass::Finished;
+                }
+                // The containers' network is dead or outdated: stop them before the old
+                // sandbox goes (they are replaced, and counted as restarted, once the new one
+                // runs).
+                let running: Vec<&ManagedContainer> = ours
+                    .iter()
+                    .filter(|c| !c.sandbox && c.state == "running")
+                    .collect();
+                let grace = self.settings().stop_grace;
+                let stops = running.iter().map(|c| self.engine.stop(&c.id, grace));
+                for (c, stopped) in running
+                    .iter()
+                    .zip(futures_util::future::join_all(stops).await)
+                {
+                    if let Err(e) = stopped {
+                        self.engine_error();
+                        tracing::warn!(container = %c.id, "container not stopped: {e}");
+                    }
+                }
+                if !self.remove_sandboxes(&stale).await {
+                    return SandboxPass::Failed;
+                }
+                let node = &self.settings().node_name;
+                let created = async {
+                    self.engine.ensure_sandbox_image(image).await?;
+                    let plan = sandbox::plan(node, pod, image, attempt);
+                    self.engine.run_sandbox(&plan).await
+                }
+                .await;
+                match created {
+                    Ok(id) => {
+                        tracing::info!(pod = %pod.key(), attempt, sandbox = %id, "pod sandbox started");
+                        SandboxPass::Created(id)
+                    }
+                    Err(e) => {
+                        self.engine_error();
+                        let reason = match &e {
+                            EngineError::Image { reason, .. } => (*reason).to_owned(),
+                            _ => "ContainerCreating".to_owned(),
+                        };
+                        let message = format!("pod sandbox not created: {e}");
+                        tracing::warn!(pod = %pod.key(), "{message}");
+                        let mut state = lock(state);
+                        for c in &pod.spec.containers {
+                            state
+                                .waiting
+                                .insert(c.name.clone(), (reason.clone(), message.clone()));
+                        }
+                        SandboxPass::Failed
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether every container of `pod` ended and its restart policy restarts none of them.
+    async fn finished(&self, pod: &Pod, ours: &[ManagedContainer]) -> bool {
+        let policy = pod.restart_policy();
+        if policy == "Always" || pod.spec.containers.is_empty() {
+            return false;
+        }
+        for spec in &pod.spec.containers {
+            let newest = ours
+                .iter()
+                .filter(|c| !c.sandbox && c.container == spec.name)
+                .max_by_key(|c| c.restart_count);
+            let Some(c) = newest.filter(|c| c.state == "exited" || c.state == "dead") else {
+                return false;
+            };
+            if policy == "OnFailure" {
+                let run = self.engine.inspect(&c.id).await.ok().flatten();
+                if run.is_none_or(|r| r.exit_code != 0) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Stops and removes sandboxes (their pods' containers should be gone or stopped).
+    async fn remove_sandboxes(&self, sandboxes: &[&ManagedContainer]) -> bool {
+        let mut ok = true;
+        for s in sandboxes {
+            if let Err(e) = self.engine.remove_sandbox(&s.id).await {
+                self.engine_error();
+                tracing::warn!(sandbox = %s.id, "pod sandbox not removed: {e}");
+                ok = false;
+            } else {
+                self.edged.stats.removed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        ok
     }
 
     /// True when `container` may be restarted now; otherwise records it as in
@@ -276,7 +436,7 @@ impl PodSync {
         pod: &Pod,
         state: &SharedState,
         spec: &Container,
-        attempt: u32,
+        (attempt, sandbox_id): (u32, Option<&str>),
         objects: &mut Objects<'_>,
     ) -> bool {
         let settings = self.settings();
@@ -297,7 +457,7 @@ impl PodSync {
                 attempt,
                 &settings.pods_root,
                 &env,
-                None,
+                sandbox_id,
             )
             .map_err(|e| config_error(e.message))?;
             let id = self.engine.create(&plan).await?;
@@ -347,8 +507,10 @@ impl PodSync {
                 return failed;
             }
         };
-        let all: Vec<&ManagedContainer> = ours.iter().collect();
-        if !self.stop_remove_all(&all).await {
+        // App containers first: the sandbox holds their network until they are gone.
+        let (sandboxes, apps): (Vec<&ManagedContainer>, Vec<&ManagedContainer>) =
+            ours.iter().partition(|c| c.sandbox);
+        if !self.stop_remove_all(&apps).await || !self.remove_sandboxes(&sandboxes).await {
             return failed;
         }
         if let Some(state) = &job.state {
