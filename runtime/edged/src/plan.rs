@@ -87,6 +87,11 @@ pub fn prepare_volumes(pod: &Pod, pods_root: &Path) -> Result<(), SpecError> {
 /// The labels every container edged creates for `pod` carries: managed, node, pod, the
 /// container's name in the pod and dockershim's type (`docker_type`), the spec `hash` and the
 /// `attempt`. The engine alone is then enough to rebuild what runs.
+///
+/// The pod's own labels, and its annotations as `annotation.<key>` (dockershim's form), come
+/// along so `docker ps --filter label=app=web` finds a pod's containers; edged's keys win over
+/// a pod label of the same name. They are the pod's at the container's creation: a
+/// metadata-only update keeps the containers (Docker cannot relabel one).
 pub(crate) fn pod_labels(
     node: &str,
     pod: &Pod,
@@ -95,7 +100,18 @@ pub(crate) fn pod_labels(
     hash: String,
     attempt: u32,
 ) -> HashMap<String, String> {
-    HashMap::from([
+    let meta = &pod.metadata;
+    let from_pod = meta
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .chain(
+            meta.annotations
+                .iter()
+                .map(|(k, v)| (format!("annotation.{k}"), v.clone())),
+        );
+    let mut all: HashMap<String, String> = from_pod.collect();
+    all.extend([
         (labels::MANAGED.to_owned(), "true".to_owned()),
         (labels::NODE.to_owned(), node.to_owned()),
         (labels::POD_NAMESPACE.to_owned(), pod.namespace().to_owned()),
@@ -105,7 +121,8 @@ pub(crate) fn pod_labels(
         (labels::DOCKER_TYPE.to_owned(), docker_type.to_owned()),
         (labels::CONTAINER_HASH.to_owned(), hash),
         (labels::RESTART_COUNT.to_owned(), attempt.to_string()),
-    ])
+    ]);
+    all
 }
 
 /// `(container port/proto, host port)` of `container`'s ports that have a host port.
@@ -264,6 +281,33 @@ mod tests {
         assert!(!plan.labels.contains_key(labels::SANDBOX_ID));
         assert_eq!(plan.network_mode, None);
         assert_eq!(plan.hostname, None);
+    }
+
+    #[test]
+    fn the_pods_labels_and_annotations_come_along_and_never_replace_edgeds() {
+        let mut p = pod();
+        p.metadata
+            .annotations
+            .insert("team".into(), "sensors".into());
+        p.metadata
+            .labels
+            .insert(labels::POD_UID.into(), "forged".into());
+        let plan = container_plan(
+            "edge-1",
+            &p,
+            &p.spec.containers[0],
+            0,
+            Path::new("/pods"),
+            &[],
+            None,
+        )
+        .unwrap();
+        assert_eq!(plan.labels["a"], "1");
+        assert_eq!(plan.labels["annotation.team"], "sensors");
+        assert_eq!(plan.labels[labels::POD_UID], "u-9");
+        let sandbox = crate::sandbox::plan("edge-1", &p, "pause", 0);
+        assert_eq!(sandbox.labels["a"], "1");
+        assert_eq!(sandbox.labels["annotation.team"], "sensors");
     }
 
     #[test]
