@@ -85,7 +85,7 @@ fn all_ready(patch: &Value) -> bool {
 }
 
 fn pod_insert(name: &str, uid: &str) -> Message {
-    let pod = json!({
+    cloud_insert(&json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "uid": uid},
         "spec": {
@@ -93,13 +93,18 @@ fn pod_insert(name: &str, uid: &str) -> Message {
             "containers": [{"name": "app", "image": IMAGE, "imagePullPolicy": "Never",
                             "command": ["sleep", "3600"]}]
         }
-    });
+    }))
+}
+
+/// The cloud's insert of `pod` (in namespace `default`), as edgecontroller sends it.
+fn cloud_insert(pod: &Value) -> Message {
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
     let mut msg = Message::build(
         "edgecontroller",
         "resource",
         "insert",
         &format!("default/pod/{name}"),
-        Content::json(&pod).unwrap(),
+        Content::json(pod).unwrap(),
     );
     msg.header.resource_version = "1".into();
     msg
@@ -316,16 +321,8 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
             ]
         }
     });
-    let mut insert = Message::build(
-        "edgecontroller",
-        "resource",
-        "insert",
-        &format!("default/pod/{name}"),
-        Content::json(&pod).unwrap(),
-    );
-    insert.header.resource_version = "1".into();
     let start = Instant::now();
-    hub.send_acked(insert).unwrap();
+    hub.send_acked(cloud_insert(&pod)).unwrap();
     let query = hub
         .wait_for(
             |m| {
@@ -443,19 +440,10 @@ fn a_wasm_pod_runs_a_module_from_an_https_url_pinned_by_sha256() {
 
     // No runtimeClassName: an https:// image alone makes it a Wasm pod.
     let wasm_pod = |name: &str, uid: &str, image: &str| {
-        let pod = json!({
+        cloud_insert(&json!({
             "metadata": {"name": name, "namespace": "default", "uid": uid},
             "spec": {"nodeName": "edge-1", "containers": [{"name": "limit", "image": image}]}
-        });
-        let mut insert = Message::build(
-            "edgecontroller",
-            "resource",
-            "insert",
-            &format!("default/pod/{name}"),
-            Content::json(&pod).unwrap(),
-        );
-        insert.header.resource_version = "1".into();
-        insert
+        }))
     };
     let url = files.url("/threshold.wasm");
     let (good, good_uid) = (unique("https"), unique("uid"));

@@ -540,18 +540,14 @@ impl SyncLoop {
         let stats = &self.edged.stats;
         let (adding, deleting) = self.workers.running();
         let (to_add, to_delete) = self.workers.queued();
-        stats
-            .additions_running
-            .store(adding as u64, Ordering::Relaxed);
-        stats
-            .deletions_running
-            .store(deleting as u64, Ordering::Relaxed);
-        stats
-            .additions_queued
-            .store(to_add as u64, Ordering::Relaxed);
-        stats
-            .deletions_queued
-            .store(to_delete as u64, Ordering::Relaxed);
+        for (gauge, value) in [
+            (&stats.additions_running, adding),
+            (&stats.deletions_running, deleting),
+            (&stats.additions_queued, to_add),
+            (&stats.deletions_queued, to_delete),
+        ] {
+            gauge.store(value as u64, Ordering::Relaxed);
+        }
     }
 }
 

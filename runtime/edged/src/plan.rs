@@ -222,6 +222,20 @@ pub fn container_plan(
 mod tests {
     use super::*;
 
+    /// The plan of `p`'s first container, attempt 0, no environment.
+    fn first_plan(p: &Pod, sandbox: Option<&str>) -> ContainerPlan {
+        container_plan(
+            "edge-1",
+            p,
+            &p.spec.containers[0],
+            0,
+            Path::new("/pods"),
+            &[],
+            sandbox,
+        )
+        .unwrap()
+    }
+
     fn pod() -> Pod {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "web", "namespace": "apps", "uid": "u-9", "labels": {"a": "1"}},
@@ -292,16 +306,7 @@ mod tests {
         p.metadata
             .labels
             .insert(labels::POD_UID.into(), "forged".into());
-        let plan = container_plan(
-            "edge-1",
-            &p,
-            &p.spec.containers[0],
-            0,
-            Path::new("/pods"),
-            &[],
-            None,
-        )
-        .unwrap();
+        let plan = first_plan(&p, None);
         assert_eq!(plan.labels["a"], "1");
         assert_eq!(plan.labels["annotation.team"], "sensors");
         assert_eq!(plan.labels[labels::POD_UID], "u-9");
@@ -313,26 +318,8 @@ mod tests {
     #[test]
     fn a_container_in_a_sandbox_joins_its_network_and_publishes_nothing() {
         let p = pod();
-        let alone = container_plan(
-            "edge-1",
-            &p,
-            &p.spec.containers[0],
-            0,
-            Path::new("/pods"),
-            &[],
-            None,
-        )
-        .unwrap();
-        let joined = container_plan(
-            "edge-1",
-            &p,
-            &p.spec.containers[0],
-            0,
-            Path::new("/pods"),
-            &[],
-            Some("abc123"),
-        )
-        .unwrap();
+        let alone = first_plan(&p, None);
+        let joined = first_plan(&p, Some("abc123"));
         assert_eq!(joined.network_mode.as_deref(), Some("container:abc123"));
         assert!(joined.published.is_empty());
         assert_eq!(joined.hostname, None);
