@@ -198,13 +198,21 @@ impl Engine {
     /// pass starts from a clean slate.
     pub async fn run_sandbox(&self, plan: &ContainerPlan) -> Result<String, EngineError> {
         let id = self.create(plan).await?;
-        if let Err(e) = self.start(&id).await {
-            if let Err(removal) = self.remove(&id).await {
+        self.start_sandbox(&id).await?;
+        Ok(id)
+    }
+
+    /// Starts a created sandbox; one that does not start is removed again (as
+    /// [`Engine::run_sandbox`]). The pod's containers may be created meanwhile: a container
+    /// can be created in a sandbox's network before the sandbox runs, only not started.
+    pub async fn start_sandbox(&self, id: &str) -> Result<(), EngineError> {
+        if let Err(e) = self.start(id).await {
+            if let Err(removal) = self.remove(id).await {
                 tracing::warn!(sandbox = %id, "sandbox that did not start not removed: {removal}");
             }
             return Err(e);
         }
-        Ok(id)
+        Ok(())
     }
 
     /// The sandbox's IP, which is its pod's: `None` when the sandbox is gone, not running, or

@@ -70,12 +70,44 @@ pub(super) struct KillJob {
 enum SandboxPass {
     /// Containers join this sandbox (`None`: no sandbox, a network of their own).
     Join(Option<String>),
-    /// A new sandbox was started; containers of the old one are replaced.
-    Created(String),
+    /// A new sandbox was created and is starting; containers of the old one are replaced.
+    Created(String, SandboxStart),
     /// The pod is done (no container to run again): nothing to do.
     Finished,
     /// The sandbox could not be made; the containers wait with the reason.
     Failed,
+}
+
+/// A new sandbox starting while the pod's containers are created: each container waits for
+/// it only before its own start, so the sandbox's start (the engine's network setup, the
+/// slowest step of a pod's start) overlaps the containers' creation.
+enum SandboxStart {
+    /// Running (or no sandbox): containers start at once.
+    Running,
+    /// Being started by this task.
+    Starting(tokio::task::JoinHandle<Result<(), EngineError>>),
+    /// It did not start (and was removed), with why.
+    Failed(String),
+}
+
+impl SandboxStart {
+    /// Waits for the sandbox to run; an error is the containers' waiting reason.
+    async fn running(&mut self) -> Result<(), EngineError> {
+        if let SandboxStart::Starting(handle) = self {
+            *self = match handle.await {
+                Ok(Ok(())) => SandboxStart::Running,
+                Ok(Err(e)) => SandboxStart::Failed(e.to_string()),
+                Err(e) => SandboxStart::Failed(format!("its start was cut short: {e}")),
+            };
+        }
+        match self {
+            SandboxStart::Failed(why) => Err(EngineError::Image {
+                reason: "ContainerCreating",
+                message: format!("pod sandbox not started: {why}"),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// How a worker's run went.
@@ -195,10 +227,12 @@ impl PodSync {
                 }
             }
         }
+        let mut sandbox = SandboxStart::Running;
         let sandbox_id = match self.sync_sandbox(pod, &job.state, &ours).await {
             SandboxPass::Join(id) => id,
-            SandboxPass::Created(id) => {
+            SandboxPass::Created(id, start) => {
                 outcome.changed = true;
+                sandbox = start;
                 Some(id)
             }
             SandboxPass::Finished => return outcome,
@@ -273,11 +307,16 @@ impl PodSync {
                     pod,
                     &job.state,
                     spec,
-                    (attempt, sandbox_id.as_deref()),
+                    (attempt, sandbox_id.as_deref(), &mut sandbox),
                     &mut objects,
                 )
                 .await;
             outcome.ok &= started;
+        }
+        // No container got as far as its start: the sandbox's own outcome still counts.
+        if let Err(e) = sandbox.running().await {
+            tracing::warn!(pod = %pod.key(), "{e}");
+            outcome.ok = false;
         }
         outcome
     }
@@ -331,13 +370,16 @@ impl PodSync {
                 let created = async {
                     self.engine.ensure_sandbox_image(image).await?;
                     let plan = sandbox::plan(node, pod, image, attempt);
-                    self.engine.run_sandbox(&plan).await
+                    self.engine.create(&plan).await
                 }
                 .await;
                 match created {
                     Ok(id) => {
-                        tracing::info!(pod = %pod.key(), attempt, sandbox = %id, "pod sandbox started");
-                        SandboxPass::Created(id)
+                        tracing::info!(pod = %pod.key(), attempt, sandbox = %id, "pod sandbox created");
+                        let (engine, starting) = (self.engine.clone(), id.clone());
+                        let start =
+                            tokio::spawn(async move { engine.start_sandbox(&starting).await });
+                        SandboxPass::Created(id, SandboxStart::Starting(start))
                     }
                     Err(e) => {
                         self.engine_error();
@@ -436,7 +478,7 @@ impl PodSync {
         pod: &Pod,
         state: &SharedState,
         spec: &Container,
-        (attempt, sandbox_id): (u32, Option<&str>),
+        (attempt, sandbox_id, sandbox): (u32, Option<&str>, &mut SandboxStart),
         objects: &mut Objects<'_>,
     ) -> bool {
         let settings = self.settings();
@@ -461,6 +503,7 @@ impl PodSync {
             )
             .map_err(|e| config_error(e.message))?;
             let id = self.engine.create(&plan).await?;
+            sandbox.running().await?;
             self.engine.start(&id).await
         }
         .await;
