@@ -6,10 +6,12 @@
 //! pod is from the insert's send to the arrival of its first `podpatch` whose phase is
 //! `Running` (so it includes metamanager's commit, edged's create and start, and the status's
 //! way back over the link). `docker run -d` is timed from the command's start to the
-//! container's state being `running`. Then `--idle` pods are left running and the CPU time of
+//! container's state being `running`; and, as the floor for a pod with a sandbox, the same run
+//! in the network of a pause container started just before it. Then `--idle` pods are left running and the CPU time of
 //! the `wedge` process is read from `/proc` over `--window` seconds.
 //!
-//! Needs a running Docker engine and the `wedge-test/busybox:1` image (`bash .ci/setup`), and a
+//! Needs a running Docker engine and the `wedge-test/busybox:1` and `wedge-test/pause:1` images
+//! (`bash .ci/setup`), and a
 //! built `wedge` binary (`cargo build --release -p wedge`, which `pod-bench` runs).
 
 use std::process::Command;
@@ -19,7 +21,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::{Value, json};
 use wedge_core::{Content, Message};
-use wedge_tests::cloud_node::CloudNode;
+use wedge_tests::cloud_node::{CloudNode, PAUSE_IMAGE};
 use wedge_tests::cloudhub::{CloudHub, CloudHubOptions};
 
 const IMAGE: &str = "wedge-test/busybox:1";
@@ -55,13 +57,20 @@ fn main() -> Result<()> {
         }
     }
     let mut docker = Vec::new();
+    let mut docker_pods = Vec::new();
     for i in 0..args.pods {
-        docker.push(docker_run(&format!("bench-docker-{run_id}-{i}"))?);
+        docker.push(docker_run(&format!("bench-docker-{run_id}-{i}"), &[])?);
+        docker_pods.push(docker_pod(&format!("bench-dpod-{run_id}-{i}"))?);
     }
     report("wedge: insert -> Running podpatch", &mut wedge);
     report("docker run -d -> running", &mut docker);
+    report("docker: pause, then joined run", &mut docker_pods);
     let ratio = median(&wedge) / median(&docker);
     println!("median ratio      {ratio:.2}x (target <= 1.3x)");
+    let floor = median(&wedge) / median(&docker_pods);
+    println!(
+        "vs the same two starts by hand  {floor:.2}x (a pod's sandbox, then its container in the sandbox's network)"
+    );
 
     let pid = node.daemon.pid();
     std::thread::sleep(Duration::from_secs(3));
@@ -83,12 +92,14 @@ fn main() -> Result<()> {
 }
 
 fn check_engine() -> Result<()> {
-    let ok = Command::new("docker")
-        .args(["image", "inspect", IMAGE])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        bail!("pod-bench needs a running Docker engine with {IMAGE} (bash .ci/setup)");
+    for image in [IMAGE, PAUSE_IMAGE] {
+        let ok = Command::new("docker")
+            .args(["image", "inspect", image])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            bail!("pod-bench needs a running Docker engine with {image} (bash .ci/setup)");
+        }
     }
     Ok(())
 }
@@ -128,11 +139,33 @@ fn start_pod(hub: &CloudHub, name: &str, uid: &str) -> Result<Duration> {
     Ok(got.at.saturating_duration_since(sent))
 }
 
-/// `docker run -d` of the same image and command, until the engine says it runs.
-fn docker_run(name: &str) -> Result<Duration> {
+/// What a pod with a sandbox costs the engine, done by hand: `docker run -d` of the pause
+/// image, then of the same image and command in its network, until the second runs.
+fn docker_pod(name: &str) -> Result<Duration> {
+    let started = Instant::now();
+    let pause = format!("{name}-pause");
+    let out = Command::new("docker")
+        .args(["run", "-d", "--name", &pause, PAUSE_IMAGE])
+        .output()
+        .context("docker run")?;
+    if !out.status.success() {
+        bail!(
+            "docker run {PAUSE_IMAGE} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    docker_run(name, &["--network", &format!("container:{pause}")])?;
+    Ok(started.elapsed())
+}
+
+/// `docker run -d` (with `options`) of the same image and command, until the engine says it
+/// runs.
+fn docker_run(name: &str, options: &[&str]) -> Result<Duration> {
     let started = Instant::now();
     let out = Command::new("docker")
-        .args(["run", "-d", "--name", name, IMAGE, "sleep", "3600"])
+        .args(["run", "-d", "--name", name])
+        .args(options)
+        .args([IMAGE, "sleep", "3600"])
         .output()
         .context("docker run")?;
     if !out.status.success() {
