@@ -220,8 +220,7 @@ struct Desired {
 
 /// The module's loop: the desired pods, the work queued on them, and what was reported.
 struct SyncLoop {
-    edged: Arc<Edged>,
-    /// What pod workers are given (engine, bus, settings).
+    /// What pod workers are given (the module, engine, bus).
     sync: PodSync,
     desired: BTreeMap<String, Desired>,
     /// Pods (or orphan containers) to remove, until their kill succeeds.
@@ -252,7 +251,7 @@ struct SyncLoop {
 
 impl SyncLoop {
     fn settings(&self) -> &EdgedSettings {
-        &self.edged.settings
+        &self.sync.edged.settings
     }
 
     /// Adds or replaces a desired pod and queues its sync.
@@ -330,7 +329,7 @@ impl SyncLoop {
             .unwrap_or_else(|| msg.content.raw().to_owned());
         match msg.route.operation.as_str() {
             operation::INSERT | operation::UPDATE => match Pod::from_json(&text) {
-                Ok(pod) if self.edged.is_ours(&pod) => {
+                Ok(pod) if self.sync.edged.is_ours(&pod) => {
                     tracing::info!(pod = %pod.key(), op = %msg.route.operation, "pod desired");
                     self.want(pod);
                 }
@@ -393,17 +392,7 @@ impl SyncLoop {
     }
 
     async fn list(&self) -> Result<Vec<ManagedContainer>, EngineError> {
-        self.sync
-            .engine
-            .list(&self.settings().node_name)
-            .await
-            .inspect_err(|e| {
-                self.edged
-                    .stats
-                    .engine_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("listing containers failed: {e}");
-            })
+        (self.sync.list().await).inspect_err(|e| tracing::warn!("listing containers failed: {e}"))
     }
 
     /// PLEG: lists the engine's containers once, queues a sync of every pod not being worked
@@ -420,14 +409,7 @@ impl SyncLoop {
             .collect();
         for uid in orphans {
             tracing::info!(pod = %uid, "orphan containers to remove");
-            self.killing.insert(
-                uid.clone(),
-                KillJob {
-                    uid: uid.clone(),
-                    pod: None,
-                    state: None,
-                },
-            );
+            self.killing.insert(uid.clone(), KillJob::orphan(&uid));
             self.workers.kill(&uid);
         }
         for (uid, d) in &self.desired {
@@ -471,18 +453,8 @@ impl SyncLoop {
                         .spawn(async move { (work, sync.sync(job).await) })
                 }
                 Work::Kill(_) => {
-                    let job = match self.killing.get(&uid) {
-                        Some(k) => KillJob {
-                            uid: uid.clone(),
-                            pod: k.pod.clone(),
-                            state: k.state.clone(),
-                        },
-                        None => KillJob {
-                            uid: uid.clone(),
-                            pod: None,
-                            state: None,
-                        },
-                    };
+                    let job = self.killing.get(&uid).cloned();
+                    let job = job.unwrap_or_else(|| KillJob::orphan(&uid));
                     let (sync, work) = (self.sync.clone(), work.clone());
                     self.tasks
                         .spawn(async move { (work, sync.kill(job).await) })
@@ -519,7 +491,8 @@ impl SyncLoop {
         let now = Instant::now();
         self.last_done.insert(uid.clone(), now);
         if let Some(delay) = self.workers.done(&work, outcome.ok, now) {
-            self.edged
+            self.sync
+                .edged
                 .stats
                 .work_retries
                 .fetch_add(1, Ordering::Relaxed);
@@ -537,7 +510,7 @@ impl SyncLoop {
     }
 
     fn count_work(&self) {
-        let stats = &self.edged.stats;
+        let stats = &self.sync.edged.stats;
         let (adding, deleting) = self.workers.running();
         let (to_add, to_delete) = self.workers.queued();
         for (gauge, value) in [
@@ -577,7 +550,6 @@ impl Module for Edged {
         let (probe_results, mut probed) = mpsc::channel(256);
         let settings = &self.settings;
         let mut sl = SyncLoop {
-            edged: self.clone(),
             sync: PodSync {
                 edged: self.clone(),
                 engine,

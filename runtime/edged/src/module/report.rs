@@ -77,7 +77,7 @@ impl SyncLoop {
         for (uid, d) in &self.desired {
             let mut sandbox_ip = None;
             let observed = if is_wasm_pod(self.settings(), &d.pod) {
-                let observed = wasm_observed(self.edged.wasm.as_deref(), &d.pod, &d.state);
+                let observed = wasm_observed(self.sync.edged.wasm.as_deref(), &d.pod, &d.state);
                 running += observed.iter().filter(|o| o.ready).count() as u64;
                 observed
             } else {
@@ -170,7 +170,7 @@ impl SyncLoop {
                 patches.push((uid.clone(), d.pod.clone(), patch));
             }
         }
-        let stats = &self.edged.stats;
+        let stats = &self.sync.edged.stats;
         stats
             .pods
             .store(self.desired.len() as u64, Ordering::Relaxed);

@@ -58,12 +58,24 @@ pub(super) struct SyncJob {
 }
 
 /// A kill of one pod's containers.
+#[derive(Clone)]
 pub(super) struct KillJob {
     pub(super) uid: String,
     /// The deleted pod; `None` for orphan containers (no pod known).
     pub(super) pod: Option<Pod>,
     /// Its state, for the Wasm modules the pod deployed.
     pub(super) state: Option<SharedState>,
+}
+
+impl KillJob {
+    /// The removal of containers labelled with pod `uid` that no desired pod owns.
+    pub(super) fn orphan(uid: &str) -> KillJob {
+        KillJob {
+            uid: uid.to_owned(),
+            pod: None,
+            state: None,
+        }
+    }
 }
 
 /// What a sync pass did about the pod's sandbox.
@@ -139,13 +151,17 @@ impl PodSync {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The containers of pod `uid` on the engine.
-    async fn list_pod(&self, uid: &str) -> Result<Vec<ManagedContainer>, EngineError> {
-        let listed = self
-            .engine
+    /// Every container this node's edged made (a failure is counted; callers say what for).
+    pub(super) async fn list(&self) -> Result<Vec<ManagedContainer>, EngineError> {
+        self.engine
             .list(&self.settings().node_name)
             .await
-            .inspect_err(|_| self.engine_error())?;
+            .inspect_err(|_| self.engine_error())
+    }
+
+    /// The containers of pod `uid` on the engine.
+    async fn list_pod(&self, uid: &str) -> Result<Vec<ManagedContainer>, EngineError> {
+        let listed = self.list().await?;
         Ok(listed.into_iter().filter(|c| c.pod_uid == uid).collect())
     }
 
