@@ -16,9 +16,11 @@
 //!
 //! A pod worker's pass, with [`step`] deciding from the engine's list alone:
 //! 1. [`Step::NoSandbox`]: remove `stale` sandboxes, plan containers with no sandbox.
-//! 2. [`Step::Create`]: stop and remove the pod's app containers (their namespace is dead or
-//!    outdated), then the `stale` sandboxes (they may hold the host ports), then
-//!    [`Engine::ensure_sandbox_image`], [`plan`] with `attempt`, [`Engine::run_sandbox`].
+//! 2. [`Step::Create`]: stop the pod's app containers (their namespace is dead or outdated),
+//!    then remove the `stale` sandboxes (they may hold the host ports), then
+//!    [`Engine::ensure_sandbox_image`], create from [`plan`] with `attempt`, and
+//!    [`Engine::start_sandbox`] while the containers are created ([`Engine::run_sandbox`] does
+//!    both steps in one).
 //! 3. [`Step::Ready`]: remove `stale` sandboxes; containers join `sandbox.id`.
 //!
 //! In every case an app container whose [`ManagedContainer::sandbox_id`] is not the pod's
