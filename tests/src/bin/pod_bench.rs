@@ -216,31 +216,15 @@ fn report(what: &str, d: &mut [Duration]) {
     );
 }
 
-/// Removes what the benchmark started on the engine.
+/// Removes what the benchmark started on the engine: its `docker run`s and the node's pods.
 fn cleanup(run_id: &str) {
-    let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter", &format!("name=bench-.*{run_id}")])
-        .output();
-    let ids: Vec<String> = out
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut pods = Command::new("docker");
-    pods.args(["ps", "-aq", "--filter", "label=io.wedge.node=edge-1"]);
-    let more: Vec<String> = pods
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
-    let all: Vec<String> = ids.into_iter().chain(more).collect();
+    let all: Vec<String> = [
+        format!("name=bench-.*{run_id}"),
+        "label=io.wedge.node=edge-1".to_owned(),
+    ]
+    .iter()
+    .flat_map(|filter| container_ids(filter))
+    .collect();
     if !all.is_empty() {
         let _ = Command::new("docker")
             .arg("rm")
@@ -248,4 +232,18 @@ fn cleanup(run_id: &str) {
             .args(&all)
             .output();
     }
+}
+
+/// Ids of the containers `docker ps -a` lists with `filter` (none when docker fails).
+fn container_ids(filter: &str) -> Vec<String> {
+    Command::new("docker")
+        .args(["ps", "-aq", "--filter", filter])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
