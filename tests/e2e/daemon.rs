@@ -7,12 +7,25 @@ use wedge_tests::{Daemon, free_port, give_to_nobody, http_get};
 
 const STOP_WITHIN: Duration = Duration::from_secs(5);
 
+/// Held by the tests that run the embedded MQTT broker on its default port
+/// (`tcp://127.0.0.1:1884`): run at once, one of them finds the port taken, and the
+/// no-arguments test, which allows no ERROR line, fails.
+static DEFAULT_BROKER_PORT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes [`DEFAULT_BROKER_PORT`]; a test that panicked while holding it does not matter here.
+fn default_broker_port() -> std::sync::MutexGuard<'static, ()> {
+    DEFAULT_BROKER_PORT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn admin(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 #[test]
 fn runs_with_no_arguments_as_a_normal_user_and_stops_on_sigterm() {
+    let _port = default_broker_port();
     let default_admin = admin(10240);
     if let Err(e) = TcpListener::bind(default_admin) {
         panic!(
@@ -68,6 +81,7 @@ fn runs_with_no_arguments_as_a_normal_user_and_stops_on_sigterm() {
 
 #[test]
 fn sigint_stops_cleanly_and_leaves_a_complete_database() {
+    let _port = default_broker_port();
     let data = tempfile::tempdir().unwrap();
     let (mut wedge, admin) = Daemon::run_local(data.path(), &[]).unwrap();
     wedge.wait_healthy(admin, Duration::from_secs(10)).unwrap();
@@ -162,6 +176,7 @@ fn an_unusable_admin_address_or_config_is_a_clear_error() {
 
 #[test]
 fn json_logs_are_one_object_per_line() {
+    let _port = default_broker_port();
     let data = tempfile::tempdir().unwrap();
     let (mut wedge, admin) = Daemon::run_local(data.path(), &["--log-format", "json"]).unwrap();
     wedge.wait_healthy(admin, Duration::from_secs(10)).unwrap();
