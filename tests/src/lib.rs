@@ -15,6 +15,7 @@ pub mod modbus_server;
 pub mod mosquitto;
 pub mod mqtt;
 pub mod node;
+pub mod realcloud;
 pub mod twin_fixtures;
 
 use std::io::{Read, Write};

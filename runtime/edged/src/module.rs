@@ -9,9 +9,9 @@
 //! A relist every second lists the engine's containers once: pods are queued for a sync (a
 //! container that exited is restarted per the pod's restart policy with kubelet's back-off,
 //! 10 s doubling to 5 min), containers of pods no longer desired (orphans) are queued for
-//! removal, and a status that changed is sent as a `podpatch` ([`report`]). Every status is
-//! sent again every 10 s, so a status refused while the cloud was away reaches it once the link
-//! is back.
+//! removal, and a status that changed is sent as a `podpatch` ([`report`]). A status the
+//! cloud did not take (it was away, or refused) is sent again by the periodic sync every 10 s;
+//! one it took is not sent again while the pod stays the same.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -37,7 +37,7 @@ mod sync;
 mod wasm;
 mod workers;
 
-use report::{Inspections, ProbeResult};
+use report::{Inspections, PatchResult, ProbeResult};
 use sync::{KillJob, Outcome, PodSync, SharedState, SyncJob};
 use wasm::is_wasm_pod;
 use workers::{PodWorkers, Work};
@@ -52,7 +52,8 @@ pub struct EdgedSettings {
     pub pods_root: PathBuf,
     /// Relist period (PLEG): 1 s.
     pub relist: Duration,
-    /// Every status is re-sent this often: 10 s.
+    /// The periodic status sync: statuses the cloud did not take are sent again this often
+    /// (10 s, kubelet's `syncBatch`).
     pub status_interval: Duration,
     /// Grace period for stopping a container: SIGTERM, then SIGKILL.
     pub stop_grace: Duration,
@@ -237,10 +238,14 @@ struct SyncLoop {
     snapshot: Option<(Instant, Arc<Vec<ManagedContainer>>)>,
     /// Last status sent per pod uid.
     reported: HashMap<String, String>,
+    /// Pods whose last status the cloud did not take: sent again by the periodic sync.
+    refused: std::collections::HashSet<String>,
     /// Probe state per (pod uid, container name), for the running container.
     probers: HashMap<(String, String), Prober>,
     /// Where probe tasks send their results.
     probe_results: mpsc::Sender<ProbeResult>,
+    /// Where status patch tasks send the cloud's answers.
+    patch_results: mpsc::Sender<PatchResult>,
     /// Container inspections, kept while the listed state is unchanged.
     inspections: Inspections,
     /// The node's address, reported as the pods' `hostIP`.
@@ -254,9 +259,21 @@ impl SyncLoop {
         &self.sync.edged.settings
     }
 
-    /// Adds or replaces a desired pod and queues its sync.
+    /// Adds or replaces a desired pod and queues its sync; a pod being deleted gracefully
+    /// is terminated instead.
     fn want(&mut self, pod: Pod) {
+        if pod.is_terminating() {
+            return self.terminate(pod);
+        }
         let uid = pod.metadata.uid.clone();
+        if let Some(d) = self.desired.get_mut(&uid)
+            && d.pod.spec == pod.spec
+        {
+            // The same spec again: the cloud echoing a status we sent, or a metadata edit.
+            // Nothing to redo, so nothing in the status flaps and no new status is sent.
+            d.pod = pod;
+            return;
+        }
         let problem = validate(&pod)
             .and_then(|()| prepare_volumes(&pod, &self.settings().pods_root))
             .err()
@@ -274,7 +291,12 @@ impl SyncLoop {
                 drop(s);
                 previous.state
             }
-            None => SharedState::default(),
+            None => {
+                let state = SharedState::default();
+                sync::lock(&state).times =
+                    crate::status::PodTimes::new(&pod, wedge_core::time::now_ms());
+                state
+            }
         };
         let has_problem = problem.is_some();
         self.desired.insert(
@@ -291,23 +313,63 @@ impl SyncLoop {
         self.report_due = true;
     }
 
-    /// Stops wanting pod `uid` and queues the removal of its containers.
-    fn forget(&mut self, uid: &str) {
+    /// A graceful deletion (the pod carries `deletionTimestamp`): stop wanting the pod, stop
+    /// its containers within its grace period, then ask the cloud to remove the object —
+    /// kubelet's way, without which the pod stays `Terminating` forever.
+    fn terminate(&mut self, pod: Pod) {
+        let uid = pod.metadata.uid.clone();
+        if self.killing.get(&uid).is_some_and(|k| k.confirm_deletion) {
+            // Already terminating: the cloud echoes the object while it waits.
+            return;
+        }
+        let grace = pod.termination_grace();
+        tracing::info!(pod = %pod.key(), ?grace, "pod terminating (deletionTimestamp set)");
+        let state = self.desired.remove(&uid).map(|d| d.state);
+        self.stop_tracking(&uid);
+        self.killing.insert(
+            uid.clone(),
+            KillJob {
+                uid: uid.clone(),
+                pod: Some(pod),
+                state,
+                grace: Some(grace),
+                confirm_deletion: true,
+            },
+        );
+        self.workers.kill(&uid);
+    }
+
+    /// Stops wanting pod `uid` (the cloud deleted it) and queues the removal of its
+    /// containers within `grace`, else the pod's grace period.
+    fn forget(&mut self, uid: &str, grace: Option<Duration>) {
+        if let Some(terminating) = self.killing.get_mut(uid) {
+            // Gone from the cloud already: nothing left to confirm there.
+            terminating.confirm_deletion = false;
+        }
         let Some(d) = self.desired.remove(uid) else {
             return;
         };
         tracing::info!(pod = %d.pod.key(), "pod deleted");
-        self.probers.retain(|(u, _), _| u != uid);
-        self.reported.remove(uid);
+        self.stop_tracking(uid);
+        let grace = grace.unwrap_or_else(|| d.pod.termination_grace());
         self.killing.insert(
             uid.to_owned(),
             KillJob {
                 uid: uid.to_owned(),
                 pod: Some(d.pod),
                 state: Some(d.state),
+                grace: Some(grace),
+                confirm_deletion: false,
             },
         );
         self.workers.kill(uid);
+    }
+
+    /// Drops what the loop keeps of a pod it no longer runs: probes, the last status.
+    fn stop_tracking(&mut self, uid: &str) {
+        self.probers.retain(|(u, _), _| u != uid);
+        self.reported.remove(uid);
+        self.refused.remove(uid);
         self.report_due = true;
     }
 
@@ -315,6 +377,16 @@ impl SyncLoop {
     fn handle(&mut self, msg: Message) {
         let resource = wedge_core::Resource::parse(&msg.route.resource).ok();
         let is_pod = resource.as_ref().is_some_and(|r| r.kind == "pod");
+        let changed = matches!(
+            msg.route.operation.as_str(),
+            operation::INSERT | operation::UPDATE
+        );
+        if let (Some(r), true) = (&resource, changed)
+            && let Some(kind) = crate::objects::Kind::of_resource(r.kind)
+            && let Some(name) = r.name
+        {
+            return self.object_changed(kind, r.namespace, name);
+        }
         if !is_pod {
             // Replies to our own podpatch/delete requests, and other kinds, are not ours to act
             // on; an error is worth a line.
@@ -339,7 +411,13 @@ impl SyncLoop {
                 }
             },
             operation::DELETE => {
-                let uid = Pod::from_json(&text).ok().map(|p| p.metadata.uid);
+                let deleted = Pod::from_json(&text).ok();
+                // A forced deletion carries its own (short) grace period.
+                let grace = deleted
+                    .as_ref()
+                    .filter(|p| p.metadata.deletion_grace_period_seconds.is_some())
+                    .map(Pod::termination_grace);
+                let uid = deleted.map(|p| p.metadata.uid);
                 let name =
                     resource.and_then(|r| Some((r.namespace.to_owned(), r.name?.to_owned())));
                 let gone: Vec<String> = self
@@ -354,10 +432,31 @@ impl SyncLoop {
                     .map(|(u, _)| u.clone())
                     .collect();
                 for uid in gone {
-                    self.forget(&uid);
+                    self.forget(&uid, grace);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A ConfigMap or Secret changed in the cloud: the running pods whose volumes show it
+    /// get their volumes written again (the kubelet's volume sync; environment variables
+    /// keep the value they started with, as in Kubernetes).
+    fn object_changed(&mut self, kind: crate::objects::Kind, namespace: &str, name: &str) {
+        let showing: Vec<String> = self
+            .desired
+            .iter()
+            .filter(|(_, d)| {
+                d.pod.namespace() == namespace && crate::projected::shows(&d.pod, kind, name)
+            })
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in showing {
+            if let Some(d) = self.desired.get(&uid) {
+                tracing::info!(pod = %d.pod.key(), object = %name, "{} changed; volumes written again", kind.resource());
+                sync::lock(&d.state).volumes_ready = false;
+            }
+            self.workers.sync_now(&uid);
         }
     }
 
@@ -381,7 +480,7 @@ impl SyncLoop {
             .collect();
         for uid in gone {
             tracing::info!(pod = %uid, "static pod manifest removed or changed");
-            self.forget(&uid);
+            self.forget(&uid, None);
         }
         for pod in pods {
             if !self.desired.contains_key(&pod.metadata.uid) {
@@ -420,7 +519,7 @@ impl SyncLoop {
         let listed = Arc::new(listed);
         self.snapshot = Some((listed_at, listed.clone()));
         self.dispatch();
-        self.report(false, Some(&listed)).await;
+        self.report(Some(&listed)).await;
     }
 
     /// Gives queued work to free workers.
@@ -548,6 +647,7 @@ impl Module for Edged {
             ));
         }
         let (probe_results, mut probed) = mpsc::channel(256);
+        let (patch_results, mut patched) = mpsc::channel(256);
         let settings = &self.settings;
         let mut sl = SyncLoop {
             sync: PodSync {
@@ -567,10 +667,16 @@ impl Module for Edged {
             last_done: HashMap::new(),
             snapshot: None,
             reported: HashMap::new(),
+            refused: Default::default(),
             probers: HashMap::new(),
             probe_results,
+            patch_results,
             inspections: Inspections::default(),
-            host_ip: crate::node::HostInfo::read().ip,
+            host_ip: settings
+                .node_report
+                .as_ref()
+                .and_then(|r| r.node_ip.clone())
+                .or_else(crate::node::host::host_ipv4),
             report_due: true,
         };
         let stored = tokio::select! {
@@ -599,7 +705,8 @@ impl Module for Edged {
                 },
                 Some(done) = sl.tasks.join_next_with_id() => sl.finished(done),
                 _ = relist.tick() => sl.relist().await,
-                _ = resend.tick() => sl.report(true, None).await,
+                _ = resend.tick() => sl.resend_refused().await,
+                Some(result) = patched.recv() => sl.patched(result),
                 _ = static_check.tick(), if settings.static_pod_dir.is_some() => {
                     sl.sync_static_pods();
                 }
@@ -609,7 +716,7 @@ impl Module for Edged {
             }
             sl.dispatch();
             if sl.report_due {
-                sl.report(false, None).await;
+                sl.report(None).await;
             }
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::Value;
-use wedge_core::message::{group, module, operation};
+use wedge_core::message::{CloudAnswer, group, module, operation};
 use wedge_core::{Bus, Content, Message};
 
 /// A ConfigMap or Secret reduced to what pods consume: key → bytes.
@@ -28,6 +28,15 @@ impl Kind {
         match self {
             Kind::ConfigMap => "configmap",
             Kind::Secret => "secret",
+        }
+    }
+
+    /// The kind a metamanager resource type names, if it is one of the two.
+    pub fn of_resource(resource_type: &str) -> Option<Kind> {
+        match resource_type {
+            "configmap" => Some(Kind::ConfigMap),
+            "secret" => Some(Kind::Secret),
+            _ => None,
         }
     }
 }
@@ -70,7 +79,8 @@ pub async fn fetch(
 }
 
 /// The object in one of metamanager's answer shapes: a list of stored JSON strings (local),
-/// the cloud's `{"Object":…,"Err":…}`, the object itself, or any of these as a JSON string.
+/// the cloud's `{"Object":…,"Err":…}` or `{"ErrStatus":…}` (see [`CloudAnswer`]), the object
+/// itself, or any of these as a JSON string.
 fn object_of(raw: &str) -> Result<Option<Value>, String> {
     let value: Value = serde_json::from_str(raw).map_err(|e| format!("answer is not JSON: {e}"))?;
     match value {
@@ -81,20 +91,12 @@ fn object_of(raw: &str) -> Result<Option<Value>, String> {
             Some(Value::String(text)) => object_of(&text),
             Some(other) => Ok(Some(other)),
         },
-        Value::Object(map) if map.contains_key("Object") && map.contains_key("Err") => {
-            match map.get("Err") {
-                Some(Value::Null) | None => Ok(map.get("Object").cloned().filter(|o| !o.is_null())),
-                Some(err) => {
-                    let text = err.to_string();
-                    if text.contains("not found") {
-                        Ok(None)
-                    } else {
-                        Err(format!("the cloud answered with an error: {text}"))
-                    }
-                }
-            }
-        }
-        other => Ok(Some(other)),
+        other => match CloudAnswer::of_value(other) {
+            CloudAnswer::Object(object) => Ok(Some(object)),
+            CloudAnswer::Ok => Ok(None),
+            CloudAnswer::Error(e) if e.is_not_found() => Ok(None),
+            CloudAnswer::Error(e) => Err(format!("the cloud answered with an error: {e}")),
+        },
     }
 }
 
@@ -146,10 +148,17 @@ mod tests {
         }
         assert_eq!(object_of("[]").unwrap(), None);
         assert_eq!(
-            object_of(r#"{"Object":null,"Err":"configmaps \"x\" not found"}"#).unwrap(),
+            object_of(
+                r#"{"Object":null,"Err":{"ErrStatus":{"reason":"NotFound","code":404,"message":"configmaps \"x\" not found"}}}"#
+            )
+            .unwrap(),
             None
         );
-        assert!(object_of(r#"{"Object":null,"Err":"forbidden"}"#).is_err());
+        // What CloudCore's query answers when the object is missing: a bare Status.
+        let missing = r#"{"ErrStatus":{"status":"Failure","reason":"NotFound","code":404}}"#;
+        assert_eq!(object_of(missing).unwrap(), None);
+        assert!(object_of(r#"{"Object":null,"Err":{"ErrStatus":{"reason":"Forbidden","code":403}}}"#).is_err());
+        assert!(object_of(r#"{"Object":null,"Err":{}}"#).is_err());
     }
 
     #[test]

@@ -18,6 +18,37 @@ pub struct Pod {
     /// What to run.
     #[serde(default)]
     pub spec: PodSpec,
+    /// The status the cloud holds, for the times a new status keeps (start time, condition
+    /// transitions) across edged restarts.
+    #[serde(default, skip_serializing)]
+    pub status: SeenStatus,
+}
+
+/// The part of a pod's stored status whose times carry over.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeenStatus {
+    /// When the node first took the pod on.
+    #[serde(default)]
+    pub start_time: Option<String>,
+    /// The conditions with their transition times.
+    #[serde(default)]
+    pub conditions: Vec<SeenCondition>,
+}
+
+/// One condition of a stored status.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SeenCondition {
+    /// `Ready`, `Initialized`...
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// `True` or `False`.
+    #[serde(default)]
+    pub status: String,
+    /// When it took that status.
+    #[serde(default)]
+    pub last_transition_time: Option<String>,
 }
 
 /// Object metadata.
@@ -39,6 +70,13 @@ pub struct ObjectMeta {
     /// Annotations.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// Set by the apiserver when the pod is being deleted gracefully: its containers are to
+    /// be stopped within the grace period, then the node confirms the deletion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    /// The grace period of that deletion, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
 }
 
 /// The pod spec subset edged acts on.
@@ -63,6 +101,10 @@ pub struct PodSpec {
     /// Runtime class (a Wasm class runs the pod in the Wasm host).
     #[serde(default)]
     pub runtime_class_name: Option<String>,
+    /// Seconds its containers get between SIGTERM and SIGKILL when the pod is deleted
+    /// (Kubernetes' default: 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
 }
 
 /// One container.
@@ -231,6 +273,10 @@ pub struct Resources {
     /// `memory` and `cpu` quantities.
     #[serde(default)]
     pub limits: BTreeMap<String, String>,
+    /// What the container asks for (its QoS class; the apiserver copies limits here when
+    /// only limits are given).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, String>,
 }
 
 /// A volume mount.
@@ -302,7 +348,30 @@ impl Pod {
     pub fn restart_policy(&self) -> &str {
         self.spec.restart_policy.as_deref().unwrap_or("Always")
     }
+
+    /// Whether the apiserver is deleting the pod gracefully (`deletionTimestamp` set).
+    pub fn is_terminating(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// How long the pod's containers get to stop: the deletion's grace period, else the
+    /// pod's `terminationGracePeriodSeconds`, else 30 s; never under kubelet's minimum of 2 s
+    /// (a forced deletion, grace 0, still sends SIGTERM first).
+    pub fn termination_grace(&self) -> std::time::Duration {
+        let seconds = self
+            .metadata
+            .deletion_grace_period_seconds
+            .or(self.spec.termination_grace_period_seconds)
+            .unwrap_or(DEFAULT_TERMINATION_GRACE_SECONDS);
+        std::time::Duration::from_secs(seconds.max(MINIMUM_GRACE_SECONDS).unsigned_abs())
+    }
 }
+
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+const DEFAULT_TERMINATION_GRACE_SECONDS: i64 = 30;
+
+/// Kubelet's shortest grace period: even a forced deletion gets SIGTERM and this long.
+const MINIMUM_GRACE_SECONDS: i64 = 2;
 
 impl Container {
     /// The effective pull policy (Kubernetes' default when unset).
@@ -480,6 +549,23 @@ mod tests {
         assert_eq!(p.restart_policy(), "Always");
         assert_eq!(p.spec.volumes[0].source.keys().next().unwrap(), "emptyDir");
         validate(&p).unwrap();
+    }
+
+    #[test]
+    fn the_grace_period_follows_kubelet() {
+        use std::time::Duration;
+        let mut p = pod(good());
+        assert!(!p.is_terminating());
+        assert_eq!(p.termination_grace(), Duration::from_secs(30));
+        p.spec.termination_grace_period_seconds = Some(5);
+        assert_eq!(p.termination_grace(), Duration::from_secs(5));
+        let mut deleting = good();
+        deleting["metadata"]["deletionTimestamp"] = "2026-11-23T10:00:00Z".into();
+        deleting["metadata"]["deletionGracePeriodSeconds"] = 0.into();
+        let p = pod(deleting);
+        assert!(p.is_terminating());
+        // A forced deletion (grace 0) still gets kubelet's minimum.
+        assert_eq!(p.termination_grace(), Duration::from_secs(2));
     }
 
     #[test]

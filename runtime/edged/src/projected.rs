@@ -38,6 +38,18 @@ fn projected(kind: &str, source: &Value) -> Option<(Kind, String)> {
     }
 }
 
+/// Whether one of `pod`'s volumes shows ConfigMap or Secret `name` (of the pod's namespace):
+/// a change of that object is written into the running pod.
+pub fn shows(pod: &Pod, kind: Kind, name: &str) -> bool {
+    pod.spec.volumes.iter().any(|volume| {
+        volume
+            .source
+            .iter()
+            .filter_map(|(source_kind, source)| projected(source_kind, source))
+            .any(|(k, n)| k == kind && n == name)
+    })
+}
+
 /// Objects fetched for one pod, so each is asked of metamanager once.
 pub struct Objects<'a> {
     bus: &'a Bus,

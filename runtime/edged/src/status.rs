@@ -116,34 +116,49 @@ fn container_status(c: &Observed) -> Value {
 /// The pod's status. `problem` is a spec or volume error that keeps the pod from starting
 /// (reason, message); `host_ip` is the node's address when known; `sandbox_ip` is the address
 /// of the pod's running sandbox, which is the pod's IP when it has one (its containers then
-/// have no network of their own for the engine to report).
+/// have no network of their own for the engine to report); `sandbox_ready` says the pod's
+/// network is up (`PodReadyToStartContainers`). Times are left out: [`PodTimes::stamp`] adds
+/// them, so that two computations of an unchanged pod are equal.
 pub fn pod_status(
     pod: &Pod,
     containers: &[Observed],
     problem: Option<(&str, &str)>,
     host_ip: Option<&str>,
     sandbox_ip: Option<&str>,
+    sandbox_ready: bool,
 ) -> Value {
     let phase = match problem {
         Some(_) => "Pending",
         None => phase(pod.restart_policy(), containers),
     };
-    let all_ready = problem.is_none()
-        && !containers.is_empty()
-        && containers
-            .iter()
-            .all(|c| c.ready && c.waiting.is_none() && c.run.as_ref().is_some_and(|r| r.running));
+    let is_ready =
+        |c: &Observed| c.ready && c.waiting.is_none() && c.run.as_ref().is_some_and(|r| r.running);
+    let unready: Vec<&str> = containers
+        .iter()
+        .filter(|c| !is_ready(c))
+        .map(|c| c.name.as_str())
+        .collect();
+    let all_ready = problem.is_none() && !containers.is_empty() && unready.is_empty();
     let flag = |b: bool| if b { "True" } else { "False" };
+    let readiness = |kind: &str| {
+        let mut c = json!({"type": kind, "status": flag(all_ready)});
+        if !all_ready && !unready.is_empty() {
+            c["reason"] = json!("ContainersNotReady");
+            c["message"] = json!(format!("containers with unready status: [{}]", unready.join(" ")));
+        }
+        c
+    };
     let mut status = json!({
         "phase": phase,
         "conditions": [
+            {"type": "PodReadyToStartContainers", "status": flag(sandbox_ready)},
             {"type": "Initialized", "status": "True"},
-            {"type": "Ready", "status": flag(all_ready)},
-            {"type": "ContainersReady", "status": flag(all_ready)},
+            readiness("Ready"),
+            readiness("ContainersReady"),
             {"type": "PodScheduled", "status": "True"},
         ],
         "containerStatuses": containers.iter().map(container_status).collect::<Vec<_>>(),
-        "qosClass": "BestEffort",
+        "qosClass": qos_class(pod),
     });
     if let Some((reason, message)) = problem {
         status["reason"] = json!(reason);
@@ -166,8 +181,84 @@ pub fn pod_status(
     }
     if let Some(ip) = host_ip {
         status["hostIP"] = json!(ip);
+        status["hostIPs"] = json!([{"ip": ip}]);
     }
     status
+}
+
+/// Kubernetes' QoS class: `Guaranteed` when every container limits CPU and memory and asks
+/// for exactly that, `BestEffort` when none asks for or limits either, else `Burstable`.
+pub fn qos_class(pod: &Pod) -> &'static str {
+    const TRACKED: [&str; 2] = ["cpu", "memory"];
+    let containers = &pod.spec.containers;
+    let mentions = |c: &crate::pod::Container| {
+        TRACKED
+            .iter()
+            .any(|r| c.resources.limits.contains_key(*r) || c.resources.requests.contains_key(*r))
+    };
+    if !containers.iter().any(mentions) {
+        return "BestEffort";
+    }
+    let guaranteed = containers.iter().all(|c| {
+        TRACKED.iter().all(|r| match c.resources.limits.get(*r) {
+            None => false,
+            // Requests default to limits.
+            Some(limit) => c.resources.requests.get(*r).is_none_or(|req| req == limit),
+        })
+    });
+    if guaranteed { "Guaranteed" } else { "Burstable" }
+}
+
+/// When a pod started on this node and when each of its conditions took its current value:
+/// kubelet's `startTime` and `lastTransitionTime`, which stay put while nothing changes (so an
+/// idle pod's status is never re-sent) and carry over from the status the cloud holds.
+#[derive(Debug, Clone, Default)]
+pub struct PodTimes {
+    start: String,
+    /// Condition type → (status, when it took it).
+    transitions: std::collections::HashMap<String, (String, String)>,
+}
+
+impl PodTimes {
+    /// Times for `pod`: the stored status's, else now.
+    pub fn new(pod: &Pod, now_ms: i64) -> PodTimes {
+        let now = wedge_core::time::rfc3339_utc(now_ms);
+        PodTimes {
+            start: pod.status.start_time.clone().unwrap_or(now),
+            transitions: pod
+                .status
+                .conditions
+                .iter()
+                .filter_map(|c| {
+                    let at = c.last_transition_time.clone()?;
+                    Some((c.kind.clone(), (c.status.clone(), at)))
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds `startTime` and each condition's `lastTransitionTime` (`now_ms` for one whose
+    /// status changed) to `status`.
+    pub fn stamp(&mut self, status: &mut Value, now_ms: i64) {
+        status["startTime"] = json!(self.start);
+        let Some(conditions) = status["conditions"].as_array_mut() else {
+            return;
+        };
+        for c in conditions {
+            let kind = c["type"].as_str().unwrap_or_default().to_owned();
+            let value = c["status"].as_str().unwrap_or_default().to_owned();
+            let at = match self.transitions.get(&kind) {
+                Some((seen, at)) if *seen == value => at.clone(),
+                _ => {
+                    let at = wedge_core::time::rfc3339_utc(now_ms);
+                    self.transitions.insert(kind, (value, at.clone()));
+                    at
+                }
+            };
+            c["lastProbeTime"] = Value::Null;
+            c["lastTransitionTime"] = json!(at);
+        }
+    }
 }
 
 /// The `podpatch` content: a merge patch naming the pod's uid and replacing its status.
@@ -225,17 +316,19 @@ mod tests {
         .unwrap();
         let mut c = observed(Some((true, 0)));
         c.run.as_mut().unwrap().ip = "172.17.0.5".into();
-        let s = pod_status(&pod, &[c.clone()], None, Some("10.0.0.2"), None);
+        let s = pod_status(&pod, &[c.clone()], None, Some("10.0.0.2"), None, true);
         assert_eq!(s["phase"], "Running");
         assert_eq!(
-            s["conditions"][1],
+            s["conditions"][2],
             json!({"type": "Ready", "status": "True"})
         );
+        assert_eq!(s["hostIPs"], json!([{"ip": "10.0.0.2"}]));
+        assert_eq!(s["qosClass"], "BestEffort");
         assert_eq!(s["podIP"], "172.17.0.5");
         assert_eq!(s["hostIP"], "10.0.0.2");
         // In a sandbox the containers have no address; the sandbox's is the pod's.
         c.run.as_mut().unwrap().ip = String::new();
-        let s = pod_status(&pod, &[c], None, Some("10.0.0.2"), Some("172.17.0.9"));
+        let s = pod_status(&pod, &[c], None, Some("10.0.0.2"), Some("172.17.0.9"), true);
         assert_eq!(s["podIP"], "172.17.0.9");
         assert_eq!(s["podIPs"], json!([{"ip": "172.17.0.9"}]));
         assert_eq!(s["containerStatuses"][0]["containerID"], "docker://abc");
@@ -246,14 +339,65 @@ mod tests {
 
         let mut pulling = observed(None);
         pulling.waiting = Some(("ErrImagePull".into(), "no registry".into()));
-        let s = pod_status(&pod, &[pulling], None, None, None);
+        let s = pod_status(&pod, &[pulling], None, None, None, false);
         assert_eq!(s["phase"], "Pending");
         assert_eq!(
             s["containerStatuses"][0]["state"]["waiting"]["reason"],
             "ErrImagePull"
         );
+        assert_eq!(s["conditions"][2]["reason"], "ContainersNotReady");
+        assert_eq!(s["conditions"][2]["message"], "containers with unready status: [app]");
         let patch: Value = serde_json::from_str(&pod_patch(&pod, &s)).unwrap();
         assert_eq!(patch["metadata"]["uid"], "u-1");
         assert_eq!(patch["status"], s);
+    }
+
+    #[test]
+    fn times_stay_put_until_a_condition_changes() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web", "uid": "u-1"},
+            "spec": {"containers": [{"name": "app", "image": "img"}]},
+            "status": {"startTime": "2026-11-23T09:00:00Z", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-23T09:00:05Z"}]}
+        }))
+        .unwrap();
+        let mut times = PodTimes::new(&pod, 1_700_000_000_000);
+        let running = observed(Some((true, 0)));
+        let mut a = pod_status(&pod, std::slice::from_ref(&running), None, None, None, true);
+        times.stamp(&mut a, 1_700_000_000_000);
+        assert_eq!(a["startTime"], "2026-11-23T09:00:00Z");
+        assert_eq!(a["conditions"][2]["lastTransitionTime"], "2026-11-23T09:00:05Z");
+        assert_eq!(a["conditions"][0]["lastTransitionTime"], "2023-11-14T22:13:20Z");
+        assert!(a["conditions"][0]["lastProbeTime"].is_null());
+        // Later, unchanged: the same status, so nothing to send.
+        let mut b = pod_status(&pod, std::slice::from_ref(&running), None, None, None, true);
+        times.stamp(&mut b, 1_700_000_600_000);
+        assert_eq!(a, b);
+        // Ready flips: only its times move.
+        let mut unready = running.clone();
+        unready.ready = false;
+        let mut c = pod_status(&pod, &[unready], None, None, None, true);
+        times.stamp(&mut c, 1_700_000_600_000);
+        assert_eq!(c["conditions"][2]["lastTransitionTime"], "2023-11-14T22:23:20Z");
+        assert_eq!(c["conditions"][0]["lastTransitionTime"], "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn qos_classes_follow_kubernetes() {
+        let pod = |resources: Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "a", "image": "i", "resources": resources}]}}))
+            .unwrap()
+        };
+        assert_eq!(qos_class(&pod(json!({}))), "BestEffort");
+        assert_eq!(
+            qos_class(&pod(json!({"limits": {"cpu": "1", "memory": "1Gi"}}))),
+            "Guaranteed"
+        );
+        assert_eq!(
+            qos_class(&pod(json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}}))),
+            "Burstable"
+        );
+        assert_eq!(qos_class(&pod(json!({"requests": {"memory": "1Gi"}}))), "Burstable");
     }
 }

@@ -4,7 +4,7 @@
 //! asked of the cloud while it is connected; the answer is cached in `meta` so the node can
 //! answer the same query from the cache when the cloud is away.
 
-use wedge_core::message::module;
+use wedge_core::message::{CloudAnswer, module};
 use wedge_core::{Content, Message, Resource};
 
 use crate::meta_table;
@@ -99,7 +99,18 @@ async fn remote_call(
                 .await;
         }
     };
-    if cache {
+    // An answer that carries an error is the cloud's word, not a failure to reach it: no
+    // cached copy stands in for it, and the requester gets it as sent (see `CloudAnswer`).
+    let refused = CloudAnswer::of(&reply.content).error().cloned();
+    if let Some(e) = &refused {
+        tracing::warn!(
+            resource = %msg.route.resource,
+            operation = %msg.route.operation,
+            requester = %msg.route.source,
+            "the cloud refused the request: {e}"
+        );
+    }
+    if cache && refused.is_none() {
         match cacheable_value(&reply.content) {
             Ok(value) => {
                 let key = msg.route.resource.clone();
@@ -126,22 +137,16 @@ async fn remote_call(
     router.to_cloud(reply.response(Content::ok())).await;
 }
 
-/// The value to cache from a cloud answer: `Object` of an `{"Object":…,"Err":…}` envelope
-/// (an `Err` refuses it), else the answer itself.
+/// The value to cache from a cloud answer: the object it carries (`Object` of an
+/// `{"Object":…,"Err":…}` envelope, or the answer itself); an error is never cached.
 fn cacheable_value(content: &Content) -> Result<String, String> {
-    if let Ok(serde_json::Value::Object(map)) = content.parse::<serde_json::Value>()
-        && map.contains_key("Object")
-        && map.contains_key("Err")
-    {
-        if let Some(err) = map.get("Err").filter(|e| !e.is_null()) {
-            return Err(format!("the cloud answered with an error: {err}"));
-        }
-        let object = map.get("Object").cloned().unwrap_or_default();
-        return serde_json::to_string(&object).map_err(|e| e.to_string());
-    }
-    match content.as_string() {
-        Some(text) => Ok(text),
-        None => Ok(content.raw().to_owned()),
+    match CloudAnswer::of(content) {
+        CloudAnswer::Error(e) => Err(format!("the cloud answered with an error: {e}")),
+        CloudAnswer::Object(serde_json::Value::String(text)) => Ok(text),
+        CloudAnswer::Object(object) => serde_json::to_string(&object).map_err(|e| e.to_string()),
+        CloudAnswer::Ok => Ok(content
+            .as_string()
+            .unwrap_or_else(|| content.raw().to_owned())),
     }
 }
 

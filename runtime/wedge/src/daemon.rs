@@ -184,7 +184,9 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         // Pods cannot start without the sandbox image, and a node may have no registry.
         settings.image_gc.pinned = vec![edged.pod_sandbox_image.clone()];
         settings.pod_sandbox_image = edged.pod_sandbox_image.clone();
-        settings.node_report = Some(wedge_edged::node::NodeReportSettings::new(node.clone()));
+        let mut report = wedge_edged::node::NodeReportSettings::new(node.clone());
+        report.root_directory = edged.root_directory.clone().into();
+        settings.node_report = Some(report);
         let ours = &config.wedge.edged;
         settings.static_pod_dir =
             (!ours.static_pod_dir.is_empty()).then(|| ours.static_pod_dir.clone().into());

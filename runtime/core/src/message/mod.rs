@@ -7,9 +7,11 @@
 //! The content is kept as raw JSON text ([`Content`]): most messages are forwarded, not inspected,
 //! so we parse a payload only where a module needs to look inside it.
 
+mod cloud_answer;
 mod content;
 mod names;
 
+pub use cloud_answer::{CloudAnswer, CloudError};
 pub use content::Content;
 pub use names::{group, module, operation};
 

@@ -1,5 +1,7 @@
 //! Pod status: what the engine, the probes and the pod workers say of each pod, sent to
-//! metamanager as a `podpatch` when it changed (and every status again on the resend timer).
+//! metamanager as a `podpatch` when it changed. As kubelet's status manager, a status the
+//! cloud took is not sent again while the pod stays the same (an idle pod costs the cloud no
+//! writes); one that did not get through is sent again at the next report.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -7,7 +9,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use wedge_core::message::{group, module, operation};
+use wedge_core::message::{CloudAnswer, group, module, operation};
 use wedge_core::{Content, Message};
 
 use super::SyncLoop;
@@ -17,6 +19,13 @@ use crate::engine::{ContainerRun, Engine, ManagedContainer};
 use crate::pod::Container;
 use crate::probe::{ProbeKind, Prober, Verdict};
 use crate::status::{Observed, pod_patch, pod_status};
+
+/// The cloud's answer to one status patch, from its task back to the module's loop.
+pub(super) struct PatchResult {
+    uid: String,
+    patch: String,
+    outcome: Result<(), String>,
+}
 
 /// One probe's outcome, from its task back to the module's loop.
 pub(super) struct ProbeResult {
@@ -57,8 +66,8 @@ impl Inspections {
 
 impl SyncLoop {
     /// Computes every pod's status from `listed` (a fresh listing when `None`) and sends those
-    /// that changed (all with `force`).
-    pub(super) async fn report(&mut self, force: bool, listed: Option<&[ManagedContainer]>) {
+    /// that changed or did not get through last time.
+    pub(super) async fn report(&mut self, listed: Option<&[ManagedContainer]>) {
         self.report_due = false;
         let fresh;
         let listed = match listed {
@@ -74,8 +83,10 @@ impl SyncLoop {
         self.inspections.retain_listed(listed);
         let mut running = 0;
         let mut patches = Vec::new();
+        let now = wedge_core::time::now_ms();
         for (uid, d) in &self.desired {
             let mut sandbox_ip = None;
+            let mut sandbox_ready = true;
             let observed = if is_wasm_pod(self.settings(), &d.pod) {
                 let observed = wasm_observed(self.sync.edged.wasm.as_deref(), &d.pod, &d.state);
                 running += observed.iter().filter(|o| o.ready).count() as u64;
@@ -86,6 +97,13 @@ impl SyncLoop {
                     .iter()
                     .filter(|c| c.sandbox && c.pod_uid == *uid && c.state == "running")
                     .max_by_key(|c| c.restart_count);
+                // Without a sandbox (host network, or sandboxes off) the network is the
+                // host's or each container's own: ready once a container was made.
+                sandbox_ready = if crate::sandbox::needed(&d.pod, &self.settings().pod_sandbox_image) {
+                    sandbox.is_some()
+                } else {
+                    listed.iter().any(|c| c.pod_uid == *uid)
+                };
                 if let Some(s) = sandbox {
                     sandbox_ip = self
                         .inspections
@@ -158,15 +176,17 @@ impl SyncLoop {
                 observed
             };
             let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
-            let status = pod_status(
+            let mut status = pod_status(
                 &d.pod,
                 &observed,
                 problem,
                 self.host_ip.as_deref(),
                 sandbox_ip.as_deref(),
+                sandbox_ready,
             );
+            lock(&d.state).times.stamp(&mut status, now);
             let patch = pod_patch(&d.pod, &status);
-            if force || self.reported.get(uid) != Some(&patch) {
+            if self.reported.get(uid) != Some(&patch) {
                 patches.push((uid.clone(), d.pod.clone(), patch));
             }
         }
@@ -185,11 +205,53 @@ impl SyncLoop {
                 &format!("{}/podpatch/{}", pod.namespace(), pod.metadata.name),
                 Content::string(&patch),
             );
-            if self.sync.bus.send(module::METAMANAGER, msg).await.is_ok() {
-                stats.statuses_sent.fetch_add(1, Ordering::Relaxed);
-                self.reported.insert(uid, patch);
-            }
+            stats.statuses_sent.fetch_add(1, Ordering::Relaxed);
+            self.reported.insert(uid.clone(), patch.clone());
+            let (bus, results) = (self.sync.bus.clone(), self.patch_results.clone());
+            let timeout = self.settings().query_timeout;
+            // In a task of its own: the cloud may take its time to answer.
+            tokio::spawn(async move {
+                let outcome = match bus.send_sync(module::METAMANAGER, msg, timeout).await {
+                    Err(e) => Err(e.to_string()),
+                    Ok(reply) if reply.route.operation == operation::ERROR => {
+                        Err(reply.content.as_string().unwrap_or_default())
+                    }
+                    Ok(reply) => match CloudAnswer::of(&reply.content) {
+                        CloudAnswer::Error(e) => Err(e.to_string()),
+                        _ => Ok(()),
+                    },
+                };
+                let _ = results
+                    .send(PatchResult {
+                        uid,
+                        patch,
+                        outcome,
+                    })
+                    .await;
+            });
         }
+    }
+
+    /// Books the cloud's answer to a status patch. A status that did not get through is sent
+    /// again by the next periodic sync ([`Self::resend_refused`]); one that did is not sent
+    /// again while the pod stays the same.
+    pub(super) fn patched(&mut self, r: PatchResult) {
+        let Err(why) = r.outcome else {
+            return;
+        };
+        tracing::debug!(pod = %r.uid, "pod status not taken by the cloud, sent again later: {why}");
+        if self.reported.get(&r.uid) == Some(&r.patch) {
+            self.refused.insert(r.uid);
+        }
+    }
+
+    /// The periodic sync (`status_interval`): statuses that did not get through are sent
+    /// again, whatever else changed.
+    pub(super) async fn resend_refused(&mut self) {
+        for uid in std::mem::take(&mut self.refused) {
+            self.reported.remove(&uid);
+        }
+        self.report(None).await;
     }
 
     /// Books a probe result; a failed liveness or startup probe stops the container (in its

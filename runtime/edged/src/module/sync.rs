@@ -33,6 +33,8 @@ pub(super) struct PodState {
     pub(super) volumes_ready: bool,
     /// Wasm pods: the module each container runs.
     pub(super) wasm: HashMap<String, WasmContainer>,
+    /// The pod's start time and condition transition times, for its status.
+    pub(super) times: crate::status::PodTimes,
 }
 
 /// A pod's [`PodState`], shared.
@@ -65,6 +67,12 @@ pub(super) struct KillJob {
     pub(super) pod: Option<Pod>,
     /// Its state, for the Wasm modules the pod deployed.
     pub(super) state: Option<SharedState>,
+    /// How long each container gets between SIGTERM and SIGKILL; `None`: the module's
+    /// `stop_grace`.
+    pub(super) grace: Option<Duration>,
+    /// The pod is being deleted gracefully (`deletionTimestamp`): once its containers are
+    /// gone, ask the cloud to remove the pod object, as kubelet's status manager does.
+    pub(super) confirm_deletion: bool,
 }
 
 impl KillJob {
@@ -74,8 +82,16 @@ impl KillJob {
             uid: uid.to_owned(),
             pod: None,
             state: None,
+            grace: None,
+            confirm_deletion: false,
         }
     }
+}
+
+/// What kubelet sends to remove a pod whose containers it stopped: no further grace, and
+/// only this incarnation of the pod (a pod re-created under the same name is left alone).
+fn delete_options(pod: &Pod) -> serde_json::Value {
+    serde_json::json!({"gracePeriodSeconds": 0, "preconditions": {"uid": pod.metadata.uid}})
 }
 
 /// What a sync pass did about the pod's sandbox.
@@ -165,13 +181,11 @@ impl PodSync {
         Ok(listed.into_iter().filter(|c| c.pod_uid == uid).collect())
     }
 
-    /// Stops and removes one container; false when the engine refused.
-    pub(super) async fn stop_remove(&self, c: &ManagedContainer) -> bool {
-        match self
-            .engine
-            .stop_and_remove(&c.id, self.settings().stop_grace)
-            .await
-        {
+    /// Stops and removes one container, SIGKILL after `grace` (the module's `stop_grace`
+    /// when `None`); false when the engine refused.
+    pub(super) async fn stop_remove(&self, c: &ManagedContainer, grace: Option<Duration>) -> bool {
+        let grace = grace.unwrap_or(self.settings().stop_grace);
+        match self.engine.stop_and_remove(&c.id, grace).await {
             Ok(()) => {
                 self.edged.stats.removed.fetch_add(1, Ordering::Relaxed);
                 true
@@ -185,8 +199,12 @@ impl PodSync {
     }
 
     /// Stops and removes containers concurrently (each has its own grace period).
-    async fn stop_remove_all(&self, containers: &[&ManagedContainer]) -> bool {
-        let removals = containers.iter().map(|c| self.stop_remove(c));
+    async fn stop_remove_all(
+        &self,
+        containers: &[&ManagedContainer],
+        grace: Option<Duration>,
+    ) -> bool {
+        let removals = containers.iter().map(|c| self.stop_remove(c, grace));
         futures_util::future::join_all(removals)
             .await
             .into_iter()
@@ -266,7 +284,7 @@ impl PodSync {
             .collect();
         if !gone.is_empty() {
             outcome.changed = true;
-            outcome.ok &= self.stop_remove_all(&gone).await;
+            outcome.ok &= self.stop_remove_all(&gone, None).await;
         }
         for spec in &pod.spec.containers {
             let hash = spec_hash(pod, spec);
@@ -276,7 +294,7 @@ impl PodSync {
             // A changed spec replaces every container of that name.
             if mine.iter().any(|c| c.hash != hash) {
                 outcome.changed = true;
-                if !self.stop_remove_all(&mine).await {
+                if !self.stop_remove_all(&mine, None).await {
                     outcome.ok = false;
                     continue;
                 }
@@ -289,7 +307,7 @@ impl PodSync {
                 // counted as a restart, without a crash back-off (it did not crash).
                 Some(c) if !sandbox::joined(c, sandbox_id.as_deref()) => {
                     outcome.changed = true;
-                    if !self.stop_remove_all(&mine).await {
+                    if !self.stop_remove_all(&mine, None).await {
                         outcome.ok = false;
                         continue;
                     }
@@ -313,7 +331,7 @@ impl PodSync {
                     }
                     // Keep the newest dead container (its logs), drop older ones.
                     let older = &mine[..mine.len().saturating_sub(1)];
-                    self.stop_remove_all(older).await;
+                    self.stop_remove_all(older, None).await;
                     c.restart_count + 1
                 }
             };
@@ -551,9 +569,35 @@ impl PodSync {
         }
     }
 
+    /// Asks the cloud (through metamanager) to remove a gracefully deleted pod whose
+    /// containers are gone. A pod already gone there counts as removed.
+    async fn confirm_deletion(&self, pod: &Pod) -> Result<(), String> {
+        let request = Message::build(
+            module::EDGED,
+            group::META,
+            operation::DELETE,
+            &format!("{}/pod/{}", pod.namespace(), pod.metadata.name),
+            Content::json(&delete_options(pod)).map_err(|e| e.to_string())?,
+        );
+        let timeout = self.settings().object_timeout;
+        let reply = self
+            .bus
+            .send_sync(module::METAMANAGER, request, timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        if reply.route.operation == operation::ERROR {
+            return Err(reply.content.as_string().unwrap_or_default());
+        }
+        match wedge_core::message::CloudAnswer::of(&reply.content) {
+            wedge_core::message::CloudAnswer::Error(e) if !e.is_not_found() => Err(e.to_string()),
+            _ => Ok(()),
+        }
+    }
+
     /// Removes a pod's containers (and, for a deleted pod, the modules it deployed and its
-    /// directory), then tells metamanager (and so the cloud) that a deleted pod is gone. Only
-    /// a kill that removed every container reports the pod gone; otherwise it is retried.
+    /// directory); for a graceful deletion it then asks the cloud to remove the pod object.
+    /// Only a kill that removed every container (and got the cloud's yes, when it asks) is
+    /// done; otherwise it is retried.
     pub(super) async fn kill(&self, job: KillJob) -> Outcome {
         let failed = Outcome {
             ok: false,
@@ -569,7 +613,8 @@ impl PodSync {
         // App containers first: the sandbox holds their network until they are gone.
         let (sandboxes, apps): (Vec<&ManagedContainer>, Vec<&ManagedContainer>) =
             ours.iter().partition(|c| c.sandbox);
-        if !self.stop_remove_all(&apps).await || !self.remove_sandboxes(&sandboxes).await {
+        if !self.stop_remove_all(&apps, job.grace).await || !self.remove_sandboxes(&sandboxes).await
+        {
             return failed;
         }
         if let Some(state) = &job.state {
@@ -591,16 +636,13 @@ impl PodSync {
         {
             tracing::warn!(dir = %dir.display(), "pod directory not removed: {e}");
         }
-        if !crate::static_pods::is_static(&pod) {
-            // The cloud never knew a static pod.
-            let gone = Message::build(
-                module::EDGED,
-                group::META,
-                operation::DELETE,
-                &format!("{}/pod/{}", pod.namespace(), pod.metadata.name),
-                Content::json(&pod).unwrap_or_else(|_| Content::null()),
-            );
-            let _ = self.bus.send(module::METAMANAGER, gone).await;
+        // The cloud never knew a static pod; a pod the cloud deleted is gone there already.
+        if job.confirm_deletion
+            && !crate::static_pods::is_static(&pod)
+            && let Err(e) = self.confirm_deletion(&pod).await
+        {
+            tracing::warn!(pod = %pod.key(), "containers stopped, but the cloud did not remove the pod yet: {e}");
+            return failed;
         }
         tracing::info!(pod = %pod.key(), containers = ours.len(), "pod removed");
         Outcome {

@@ -1,0 +1,189 @@
+//! The Node object and its status, shaped as KubeEdge v1.23.1's edged (a kubelet v1.32)
+//! sends them: capacity and allocatable (with kubelet's default hard-eviction reserve taken
+//! off), the pressure conditions, InternalIP and Hostname addresses, the kubelet endpoint the
+//! cloud's stream server tunnels to, and the machine's identity.
+
+use serde_json::{Value, json};
+use wedge_core::time::rfc3339_utc;
+
+use super::NodeReportSettings;
+use super::host::HostInfo;
+
+/// The kubelet version reported: the kubelet KubeEdge v1.23.1 builds on, marked as Wedge's.
+pub const KUBELET_VERSION: &str = concat!(
+    "v1.32.10-kubeedge-v1.23.1-wedge-",
+    env!("CARGO_PKG_VERSION")
+);
+
+/// Memory kept back from allocatable: kubelet's default hard eviction `memory.available<100Mi`.
+const MEMORY_EVICTION_KIB: u64 = 100 * 1024;
+
+/// The Node object registered with the cloud.
+pub fn node_object(
+    settings: &NodeReportSettings,
+    host: &HostInfo,
+    runtime_version: &str,
+    now_ms: i64,
+) -> Value {
+    let node = &settings.node;
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node,
+            "labels": {
+                "kubernetes.io/hostname": node,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": host.arch,
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": host.arch,
+                "node-role.kubernetes.io/edge": "",
+                "node-role.kubernetes.io/agent": "",
+            },
+        },
+        "spec": {},
+        "status": node_status(settings, host, runtime_version, now_ms, now_ms),
+    })
+}
+
+/// The node's status at `now_ms`. `since_ms` is when the conditions took their current
+/// values (their `lastTransitionTime`): they never change while the node runs, so it is the
+/// time this node first reported.
+pub fn node_status(
+    settings: &NodeReportSettings,
+    host: &HostInfo,
+    runtime_version: &str,
+    now_ms: i64,
+    since_ms: i64,
+) -> Value {
+    let ephemeral = host.ephemeral_bytes;
+    let capacity = json!({
+        "cpu": host.cpus.to_string(),
+        "memory": format!("{}Ki", host.memory_kib),
+        "ephemeral-storage": format!("{}Ki", ephemeral / 1024),
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "pods": settings.max_pods.to_string(),
+    });
+    let mut allocatable = capacity.clone();
+    allocatable["memory"] = json!(format!(
+        "{}Ki",
+        host.memory_kib.saturating_sub(MEMORY_EVICTION_KIB)
+    ));
+    // Kubelet's default hard eviction `nodefs.available<10%`.
+    allocatable["ephemeral-storage"] = json!((ephemeral - ephemeral / 10).to_string());
+    let mut addresses = Vec::new();
+    if let Some(ip) = settings.node_ip.as_ref().or(host.ip.as_ref()) {
+        addresses.push(json!({"type": "InternalIP", "address": ip}));
+    }
+    addresses.push(json!({"type": "Hostname", "address": settings.node}));
+    let (now, since) = (rfc3339_utc(now_ms), rfc3339_utc(since_ms));
+    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+        json!({
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": since,
+        })
+    };
+    json!({
+        "capacity": capacity,
+        "allocatable": allocatable,
+        "addresses": addresses,
+        "conditions": [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+            condition("Ready", "True", "EdgeReady", "edge is posting ready status"),
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": settings.kubelet_port}},
+        "nodeInfo": {
+            "machineID": host.machine_id,
+            "systemUUID": host.system_uuid,
+            "bootID": host.boot_id,
+            "kernelVersion": host.kernel,
+            "osImage": host.os_image,
+            "operatingSystem": "linux",
+            "architecture": host.arch,
+            "containerRuntimeVersion": format!("{}://{runtime_version}", settings.runtime_name),
+            "kubeletVersion": KUBELET_VERSION,
+        },
+    })
+}
+
+/// A node status without its heartbeat times, which differ at every report: two statuses
+/// equal under this say the same.
+pub fn without_heartbeat(status: &Value) -> Value {
+    let mut s = status.clone();
+    if let Some(conditions) = s["conditions"].as_array_mut() {
+        for c in conditions {
+            c["lastHeartbeatTime"] = Value::Null;
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            cpus: 2,
+            memory_kib: 1_000_000,
+            ephemeral_bytes: 10 * 1024 * 1024 * 1024,
+            ip: Some("192.0.2.2".into()),
+            kernel: "6.1.0".into(),
+            os_image: "Debian GNU/Linux 12 (bookworm)".into(),
+            arch: "amd64".into(),
+            machine_id: "m1".into(),
+            boot_id: "b1".into(),
+            system_uuid: "u1".into(),
+        }
+    }
+
+    #[test]
+    fn the_status_has_what_a_kubelet_reports() {
+        let settings = NodeReportSettings::new("edge-1");
+        let node = node_object(&settings, &host(), "20.10.24", 1_700_000_000_000);
+        assert_eq!(node["metadata"]["name"], "edge-1");
+        assert!(node["metadata"]["labels"]["node-role.kubernetes.io/edge"].is_string());
+        assert_eq!(node["metadata"]["labels"]["beta.kubernetes.io/arch"], "amd64");
+        let s = &node["status"];
+        assert_eq!(s["capacity"]["cpu"], "2");
+        assert_eq!(s["capacity"]["ephemeral-storage"], "10485760Ki");
+        assert_eq!(s["allocatable"]["memory"], "897600Ki");
+        assert_eq!(s["allocatable"]["ephemeral-storage"], "9663676416");
+        assert_eq!(
+            s["addresses"],
+            json!([{"type": "InternalIP", "address": "192.0.2.2"}, {"type": "Hostname", "address": "edge-1"}])
+        );
+        assert_eq!(s["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10350);
+        assert_eq!(s["nodeInfo"]["bootID"], "b1");
+        assert_eq!(s["nodeInfo"]["systemUUID"], "u1");
+        assert_eq!(s["nodeInfo"]["containerRuntimeVersion"], "docker://20.10.24");
+        let kinds: Vec<&str> = s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]);
+        assert_eq!(s["conditions"][3]["lastTransitionTime"], "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn only_the_heartbeat_moves_between_reports() {
+        let mut settings = NodeReportSettings::new("edge-1");
+        let a = node_status(&settings, &host(), "1", 1_000_000, 1_000);
+        let b = node_status(&settings, &host(), "1", 2_000_000, 1_000);
+        assert_ne!(a, b);
+        assert_eq!(without_heartbeat(&a), without_heartbeat(&b));
+        // A configured node IP is the InternalIP.
+        settings.node_ip = Some("127.0.0.2".into());
+        let c = node_status(&settings, &host(), "1", 2_000_000, 1_000);
+        assert_eq!(c["addresses"][0]["address"], "127.0.0.2");
+    }
+}

@@ -1,0 +1,121 @@
+//! The conformance suite: a real KubeEdge cloud (etcd, kube-apiserver, CloudCore v1.23.1 from
+//! `../shared/realcloud`), a `wedge run` node joined with a real join token, and checks that
+//! drive it through the Kubernetes API the way an operator does and expect what KubeEdge's own
+//! edgecore v1.23.1 does on the same cloud.
+//!
+//! One cloud serves every check (it takes half a minute to start), so this is a harness of its
+//! own (`harness = false`): checks run in order, a failure is reported and the rest still run,
+//! the cloud is stopped at the end, and the last line is `realcloud: N passed, M failed`.
+//! `cargo test --test realcloud -- <filter>` runs the checks whose name contains `<filter>`.
+
+mod checks;
+mod device;
+mod lease;
+mod pods;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Result;
+use wedge_tests::realcloud::{RealCloud, RealNode, RealNodeOptions};
+
+/// What every check gets: the cloud and the joined node.
+pub struct Bed {
+    /// The real cloud.
+    pub cloud: RealCloud,
+    /// The Wedge node joined to it.
+    pub node: RealNode,
+}
+
+type Check = Box<dyn FnOnce(&mut Bed) -> Result<()>>;
+
+fn main() -> ExitCode {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let wanted = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    let started = Instant::now();
+    let mut bed = match setup() {
+        Ok(bed) => bed,
+        Err(e) => {
+            eprintln!("realcloud: the test bed did not come up: {e:#}");
+            println!("realcloud: 0 passed, 1 failed");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "realcloud: cloud up and node {} joined in {:.1?}",
+        bed.node.name,
+        started.elapsed()
+    );
+    // The lease is watched while the other checks run, and judged after them, before the
+    // outage (an outage stops renewals by design).
+    let lease_watch = lease::watch(&bed);
+    let checks: Vec<(&str, Check)> = vec![
+        (
+            "node_is_ready_with_a_kubelets_status",
+            Box::new(checks::node_is_ready_with_a_kubelets_status),
+        ),
+        (
+            "pod_with_configmap_secret_runs",
+            Box::new(pods::pod_with_configmap_secret_runs),
+        ),
+        (
+            "an_idle_pod_is_not_rewritten",
+            Box::new(pods::an_idle_pod_is_not_rewritten),
+        ),
+        (
+            "a_configmap_edit_reaches_the_running_pod",
+            Box::new(pods::a_configmap_edit_reaches_the_running_pod),
+        ),
+        (
+            "graceful_delete_stops_containers_and_removes_the_pod",
+            Box::new(pods::graceful_delete_stops_containers_and_removes_the_pod),
+        ),
+        (
+            "force_delete_removes_the_pod_at_once",
+            Box::new(pods::force_delete_removes_the_pod_at_once),
+        ),
+        ("lease_is_renewed_for_three_minutes", lease_watch),
+        (
+            "twin_reports_through_an_outage_end_at_the_edges_value",
+            Box::new(device::twin_reports_through_an_outage_end_at_the_edges_value),
+        ),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    for (name, check) in checks {
+        if !wanted(name) {
+            continue;
+        }
+        let at = Instant::now();
+        match check(&mut bed) {
+            Ok(()) => {
+                passed += 1;
+                println!("test {name} ... ok ({:.1?})", at.elapsed());
+            }
+            Err(e) => {
+                failed += 1;
+                println!("test {name} ... FAILED ({:.1?})\n{e:#}", at.elapsed());
+            }
+        }
+    }
+    if failed > 0 {
+        println!("--- wedge log (last 60 lines) ---");
+        let log = bed.node.daemon.log();
+        let lines: Vec<&str> = log.lines().rev().take(60).collect();
+        for line in lines.iter().rev() {
+            println!("{line}");
+        }
+        println!("{}", bed.cloud.logs_tail());
+    }
+    println!("realcloud: {passed} passed, {failed} failed");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn setup() -> Result<Bed> {
+    let cloud = RealCloud::start()?;
+    let node = RealNode::join(&cloud, RealNodeOptions::new("wedge-conformance"))?;
+    Ok(Bed { cloud, node })
+}

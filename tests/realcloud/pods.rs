@@ -1,0 +1,219 @@
+//! Pods as an operator runs them: `kubectl apply` → Running, ConfigMap edits, idle pods that
+//! cost the cloud nothing, graceful and forced deletion.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use serde_json::Value;
+use wedge_tests::realcloud::wait_for;
+
+use crate::Bed;
+
+/// The pod of `../shared/realcloud/manifests/pod-busybox.yaml`: a ConfigMap volume and a
+/// Secret in its environment.
+const POD: &str = "rc-busybox";
+
+fn manifest(bed: &Bed) -> Result<String> {
+    let path = wedge_tests::realcloud::shared_dir()?.join("realcloud/manifests/pod-busybox.yaml");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    Ok(text.replace("__NODE__", &bed.node.name))
+}
+
+/// The condition of `kind` in a pod's status.
+fn condition<'a>(pod: &'a Value, kind: &str) -> Option<&'a Value> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+/// Waits until pod `name` is Running and Ready.
+fn wait_running(bed: &Bed, name: &str, timeout: Duration) -> Result<Value> {
+    wait_for(&format!("pod {name} Running"), timeout, || {
+        let pod = bed.cloud.get_opt(&["pod", name])?;
+        Ok(pod.filter(|p| {
+            p["status"]["phase"] == "Running"
+                && condition(p, "Ready").is_some_and(|c| c["status"] == "True")
+        }))
+    })
+}
+
+/// The engine ids of pod `name`'s app containers (sandboxes left out), running or not.
+fn containers_of(name: &str) -> Result<Vec<String>> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=io.kubernetes.pod.name={name}"),
+        ])
+        .output()
+        .context("docker ps (a Docker engine must run: bash .ci/setup)")?;
+    ensure!(out.status.success(), "docker ps failed: {out:?}");
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect())
+}
+
+/// A file's text inside pod `pod`'s container `container`.
+fn file_in(pod: &str, container: &str, path: &str) -> Result<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=io.kubernetes.pod.name={pod}"),
+            "--filter",
+            &format!("label=io.kubernetes.container.name={container}"),
+        ])
+        .output()?;
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    ensure!(!id.is_empty(), "no running container {container} of pod {pod}");
+    let out = Command::new("docker")
+        .args(["exec", &id, "cat", path])
+        .output()?;
+    ensure!(out.status.success(), "docker exec cat {path}: {out:?}");
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A pod whose container ignores SIGTERM (a shell as PID 1 does), so it runs until its grace
+/// period ends.
+fn stubborn_pod(node: &str, name: &str, grace: u32) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: {grace}
+  containers:
+  - name: main
+    image: wedge-test/busybox:1
+    imagePullPolicy: Never
+    command: [sh, -c, \"sleep 3600\"]
+"
+    )
+}
+
+/// `kubectl apply` of a pod with a ConfigMap volume and Secret env → Running, with the status
+/// fields a kubelet v1.32 writes.
+pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
+    let applied = Instant::now();
+    bed.cloud.apply(&manifest(bed)?)?;
+    let pod = wait_running(bed, POD, Duration::from_secs(90))?;
+    println!("    apply -> Running in {:.1?}", applied.elapsed());
+    let status = &pod["status"];
+    ensure!(status["startTime"].is_string(), "no startTime: {status}");
+    ensure!(
+        status["hostIPs"].as_array().is_some_and(|a| !a.is_empty()),
+        "no hostIPs: {status}"
+    );
+    ensure!(status["podIP"].is_string(), "no podIP: {status}");
+    for kind in [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ] {
+        let c = condition(&pod, kind);
+        ensure!(
+            c.is_some_and(|c| c["status"] == "True" && c["lastTransitionTime"].is_string()),
+            "condition {kind}: {c:?} in {status}"
+        );
+    }
+    let conf = file_in(POD, "main", "/etc/rc/app.conf")?;
+    ensure!(conf.contains("mode=edge"), "ConfigMap volume: {conf:?}");
+    Ok(())
+}
+
+/// An idle Running pod is not rewritten: no status sent while nothing changes (edgecore
+/// v1.23.1: none; Wedge before: one etcd write per pod per 10 s).
+pub fn an_idle_pod_is_not_rewritten(bed: &mut Bed) -> Result<()> {
+    let version = |bed: &Bed| -> Result<String> {
+        let pod = bed.cloud.get(&["pod", POD])?;
+        Ok(pod["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned())
+    };
+    // Let the start settle (probes, the cloud's echo).
+    std::thread::sleep(Duration::from_secs(3));
+    let before = version(bed)?;
+    // Two and a half periodic syncs.
+    std::thread::sleep(Duration::from_secs(25));
+    let after = version(bed)?;
+    ensure!(
+        before == after,
+        "the idle pod was rewritten: resourceVersion {before} -> {after}"
+    );
+    Ok(())
+}
+
+/// `kubectl patch configmap` reaches the running pod's volume, as the kubelet's volume sync
+/// does (within a minute).
+pub fn a_configmap_edit_reaches_the_running_pod(bed: &mut Bed) -> Result<()> {
+    let edited = Instant::now();
+    bed.cloud.kubectl(&[
+        "patch",
+        "configmap",
+        "rc-config",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"app.conf":"mode=edited\n"}}"#,
+    ])?;
+    wait_for("the edited ConfigMap in the pod", Duration::from_secs(90), || {
+        let conf = file_in(POD, "main", "/etc/rc/app.conf")?;
+        Ok(conf.contains("mode=edited").then_some(()))
+    })?;
+    println!("    ConfigMap edit visible in the pod after {:.1?}", edited.elapsed());
+    Ok(())
+}
+
+/// `kubectl delete pod` (graceful): the containers get their grace period, then the node asks
+/// the cloud to remove the pod, which is gone within grace + 5 s.
+pub fn graceful_delete_stops_containers_and_removes_the_pod(bed: &mut Bed) -> Result<()> {
+    const NAME: &str = "rc-grace";
+    const GRACE: u64 = 8;
+    bed.cloud.apply(&stubborn_pod(&bed.node.name, NAME, GRACE as u32))?;
+    wait_running(bed, NAME, Duration::from_secs(90))?;
+    let deleted = Instant::now();
+    bed.cloud.kubectl(&["delete", "pod", NAME, "--wait=false"])?;
+    wait_for(
+        "the deleted pod gone from the cloud",
+        Duration::from_secs(GRACE + 5),
+        || Ok(bed.cloud.get_opt(&["pod", NAME])?.is_none().then_some(())),
+    )?;
+    let gone = deleted.elapsed();
+    println!("    graceful delete (grace {GRACE} s) -> gone in {gone:.1?}");
+    ensure!(
+        gone >= Duration::from_secs(GRACE - 1),
+        "gone after {gone:?}: the containers did not get their grace period"
+    );
+    let left = containers_of(NAME)?;
+    ensure!(left.is_empty(), "containers left: {left:?}");
+    Ok(())
+}
+
+/// `kubectl delete --force --grace-period=0`: the object goes at once and the node removes
+/// the containers.
+pub fn force_delete_removes_the_pod_at_once(bed: &mut Bed) -> Result<()> {
+    const NAME: &str = "rc-force";
+    bed.cloud.apply(&stubborn_pod(&bed.node.name, NAME, 30))?;
+    wait_running(bed, NAME, Duration::from_secs(90))?;
+    bed.cloud
+        .kubectl(&["delete", "pod", NAME, "--force", "--grace-period=0"])?;
+    ensure!(
+        bed.cloud.get_opt(&["pod", NAME])?.is_none(),
+        "the pod is still there"
+    );
+    wait_for("the force-deleted pod's containers removed", Duration::from_secs(15), || {
+        Ok(containers_of(NAME)?.is_empty().then_some(()))
+    })?;
+    Ok(())
+}
