@@ -42,9 +42,17 @@ pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
         "kubeletEndpoint: {}",
         status["daemonEndpoints"]
     );
-    for key in ["bootID", "systemUUID", "machineID", "kernelVersion", "osImage"] {
+    for key in [
+        "bootID",
+        "systemUUID",
+        "machineID",
+        "kernelVersion",
+        "osImage",
+    ] {
         ensure!(
-            status["nodeInfo"][key].as_str().is_some_and(|v| !v.is_empty()),
+            status["nodeInfo"][key]
+                .as_str()
+                .is_some_and(|v| !v.is_empty()),
             "nodeInfo.{key}: {}",
             status["nodeInfo"]
         );

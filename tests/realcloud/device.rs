@@ -11,7 +11,11 @@ use wedge_tests::realcloud::wait_for;
 
 use crate::Bed;
 
+/// The Device object's name (and so its DeviceStatus's).
 const DEVICE: &str = "rc-thermo-1";
+
+/// Its id on the node (namespaced since KubeEdge v1.15), as mappers name it in topics.
+const DEVICE_ID: &str = "default/rc-thermo-1";
 
 fn report(value: u32) -> String {
     json!({
@@ -36,15 +40,23 @@ fn cloud_value(bed: &Bed) -> Result<Option<String>> {
         .map(str::to_owned))
 }
 
+/// `Some` once the cloud holds `value`; an error naming what it holds otherwise.
+fn cloud_at(bed: &Bed, value: &str) -> Result<Option<()>> {
+    match cloud_value(bed)? {
+        Some(v) if v == value => Ok(Some(())),
+        other => anyhow::bail!("the cloud holds {other:?}"),
+    }
+}
+
 /// The conformance check.
 pub fn twin_reports_through_an_outage_end_at_the_edges_value(bed: &mut Bed) -> Result<()> {
     let path = wedge_tests::realcloud::shared_dir()?.join("realcloud/manifests/device.yaml");
     let yaml = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
     bed.cloud.apply(&yaml.replace("__NODE__", &bed.node.name))?;
     let mut mapper = MqttClient::connect(bed.node.mqtt_port, "rc-mapper")?;
-    let result = format!("$hw/events/device/{DEVICE}/twin/update/result");
+    let result = format!("$hw/events/device/{DEVICE_ID}/twin/update/result");
     mapper.subscribe(&result)?;
-    let update = format!("$hw/events/device/{DEVICE}/twin/update");
+    let update = format!("$hw/events/device/{DEVICE_ID}/twin/update");
     // The device reaches the node through the cloud: until it does, an update is refused.
     wait_for("the device on the node", Duration::from_secs(60), || {
         mapper.publish(&update, report(99))?;
@@ -56,14 +68,17 @@ pub fn twin_reports_through_an_outage_end_at_the_edges_value(bed: &mut Bed) -> R
         mapper.expect(&result, Duration::from_secs(5))?;
     }
     wait_for("103 in the cloud", Duration::from_secs(30), || {
-        Ok((cloud_value(bed)?.as_deref() == Some("103")).then_some(()))
+        cloud_at(bed, "103")
     })?;
     bed.cloud.stop_cloudcore()?;
     let down = Instant::now();
     for value in 104..110 {
         mapper.publish(&update, report(value))?;
         let answer = mapper.expect(&result, Duration::from_secs(5))?;
-        ensure!(!answer.contains("\"code\""), "update {value} refused: {answer}");
+        ensure!(
+            !answer.contains("\"code\""),
+            "update {value} refused: {answer}"
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
     // A 30 s outage, as in the issue.
@@ -71,9 +86,12 @@ pub fn twin_reports_through_an_outage_end_at_the_edges_value(bed: &mut Bed) -> R
     bed.cloud.up()?;
     let back = Instant::now();
     wait_for("109 in the cloud", Duration::from_secs(60), || {
-        Ok((cloud_value(bed)?.as_deref() == Some("109")).then_some(()))
+        cloud_at(bed, "109")
     })?;
-    println!("    cloud at the edge's value 109 {:.1?} after CloudCore's restart", back.elapsed());
+    println!(
+        "    cloud at the edge's value 109 {:.1?} after CloudCore's restart",
+        back.elapsed()
+    );
     // And it stays there: nothing older arrives after the newest.
     std::thread::sleep(Duration::from_secs(5));
     let last = cloud_value(bed)?;

@@ -70,7 +70,10 @@ fn file_in(pod: &str, container: &str, path: &str) -> Result<String> {
         ])
         .output()?;
     let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    ensure!(!id.is_empty(), "no running container {container} of pod {pod}");
+    ensure!(
+        !id.is_empty(),
+        "no running container {container} of pod {pod}"
+    );
     let out = Command::new("docker")
         .args(["exec", &id, "cat", path])
         .output()?;
@@ -167,11 +170,18 @@ pub fn a_configmap_edit_reaches_the_running_pod(bed: &mut Bed) -> Result<()> {
         "-p",
         r#"{"data":{"app.conf":"mode=edited\n"}}"#,
     ])?;
-    wait_for("the edited ConfigMap in the pod", Duration::from_secs(90), || {
-        let conf = file_in(POD, "main", "/etc/rc/app.conf")?;
-        Ok(conf.contains("mode=edited").then_some(()))
-    })?;
-    println!("    ConfigMap edit visible in the pod after {:.1?}", edited.elapsed());
+    wait_for(
+        "the edited ConfigMap in the pod",
+        Duration::from_secs(90),
+        || {
+            let conf = file_in(POD, "main", "/etc/rc/app.conf")?;
+            Ok(conf.contains("mode=edited").then_some(()))
+        },
+    )?;
+    println!(
+        "    ConfigMap edit visible in the pod after {:.1?}",
+        edited.elapsed()
+    );
     Ok(())
 }
 
@@ -180,10 +190,12 @@ pub fn a_configmap_edit_reaches_the_running_pod(bed: &mut Bed) -> Result<()> {
 pub fn graceful_delete_stops_containers_and_removes_the_pod(bed: &mut Bed) -> Result<()> {
     const NAME: &str = "rc-grace";
     const GRACE: u64 = 8;
-    bed.cloud.apply(&stubborn_pod(&bed.node.name, NAME, GRACE as u32))?;
+    bed.cloud
+        .apply(&stubborn_pod(&bed.node.name, NAME, GRACE as u32))?;
     wait_running(bed, NAME, Duration::from_secs(90))?;
     let deleted = Instant::now();
-    bed.cloud.kubectl(&["delete", "pod", NAME, "--wait=false"])?;
+    bed.cloud
+        .kubectl(&["delete", "pod", NAME, "--wait=false"])?;
     wait_for(
         "the deleted pod gone from the cloud",
         Duration::from_secs(GRACE + 5),
@@ -212,8 +224,10 @@ pub fn force_delete_removes_the_pod_at_once(bed: &mut Bed) -> Result<()> {
         bed.cloud.get_opt(&["pod", NAME])?.is_none(),
         "the pod is still there"
     );
-    wait_for("the force-deleted pod's containers removed", Duration::from_secs(15), || {
-        Ok(containers_of(NAME)?.is_empty().then_some(()))
-    })?;
+    wait_for(
+        "the force-deleted pod's containers removed",
+        Duration::from_secs(15),
+        || Ok(containers_of(NAME)?.is_empty().then_some(())),
+    )?;
     Ok(())
 }

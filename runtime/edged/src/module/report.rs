@@ -99,11 +99,12 @@ impl SyncLoop {
                     .max_by_key(|c| c.restart_count);
                 // Without a sandbox (host network, or sandboxes off) the network is the
                 // host's or each container's own: ready once a container was made.
-                sandbox_ready = if crate::sandbox::needed(&d.pod, &self.settings().pod_sandbox_image) {
-                    sandbox.is_some()
-                } else {
-                    listed.iter().any(|c| c.pod_uid == *uid)
-                };
+                sandbox_ready =
+                    if crate::sandbox::needed(&d.pod, &self.settings().pod_sandbox_image) {
+                        sandbox.is_some()
+                    } else {
+                        listed.iter().any(|c| c.pod_uid == *uid)
+                    };
                 if let Some(s) = sandbox {
                     sandbox_ip = self
                         .inspections

@@ -94,7 +94,11 @@ impl Renewal<'_> {
         Ok(answer.and_then(lease_of))
     }
 
-    async fn update(&self, mut lease: Value, node_uid: Option<&str>) -> Result<Option<Value>, CallError> {
+    async fn update(
+        &self,
+        mut lease: Value,
+        node_uid: Option<&str>,
+    ) -> Result<Option<Value>, CallError> {
         let s = self.settings;
         renewed(&mut lease, &s.node, node_uid, now_ms(), s.lease_duration);
         let content = Content::json(&lease).map_err(|e| CallError::Unreachable(e.to_string()))?;
@@ -185,7 +189,12 @@ mod tests {
 
     #[test]
     fn a_new_lease_is_owned_by_its_node_and_renewed_in_micro_time() {
-        let lease = new_lease("edge-1", Some("u-1"), 1_700_000_000_123, Duration::from_secs(40));
+        let lease = new_lease(
+            "edge-1",
+            Some("u-1"),
+            1_700_000_000_123,
+            Duration::from_secs(40),
+        );
         assert_eq!(lease["spec"]["renewTime"], "2023-11-14T22:13:20.123000Z");
         assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
         assert_eq!(lease["metadata"]["namespace"], "kube-node-lease");
@@ -200,16 +209,28 @@ mod tests {
                          "ownerReferences": [{"kind": "Node", "uid": "old"}]},
             "spec": {"holderIdentity": "edge-1", "renewTime": "2020-01-01T00:00:00.000000Z"},
         });
-        renewed(&mut from_cloud, "edge-1", Some("u-1"), 1_700_000_000_000, Duration::from_secs(40));
+        renewed(
+            &mut from_cloud,
+            "edge-1",
+            Some("u-1"),
+            1_700_000_000_000,
+            Duration::from_secs(40),
+        );
         assert_eq!(from_cloud["metadata"]["resourceVersion"], "283");
         assert_eq!(from_cloud["metadata"]["ownerReferences"][0]["uid"], "old");
-        assert_eq!(from_cloud["spec"]["renewTime"], "2023-11-14T22:13:20.000000Z");
+        assert_eq!(
+            from_cloud["spec"]["renewTime"],
+            "2023-11-14T22:13:20.000000Z"
+        );
     }
 
     #[test]
     fn a_cached_lease_is_read_from_metamanagers_list() {
         let cached = json!([r#"{"metadata":{"resourceVersion":"9"}}"#]);
-        assert_eq!(lease_of(cached).unwrap()["metadata"]["resourceVersion"], "9");
+        assert_eq!(
+            lease_of(cached).unwrap()["metadata"]["resourceVersion"],
+            "9"
+        );
         assert_eq!(lease_of(json!([])), None);
     }
 }

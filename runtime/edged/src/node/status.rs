@@ -150,7 +150,10 @@ mod tests {
         let node = node_object(&settings, &host(), "20.10.24", 1_700_000_000_000);
         assert_eq!(node["metadata"]["name"], "edge-1");
         assert!(node["metadata"]["labels"]["node-role.kubernetes.io/edge"].is_string());
-        assert_eq!(node["metadata"]["labels"]["beta.kubernetes.io/arch"], "amd64");
+        assert_eq!(
+            node["metadata"]["labels"]["beta.kubernetes.io/arch"],
+            "amd64"
+        );
         let s = &node["status"];
         assert_eq!(s["capacity"]["cpu"], "2");
         assert_eq!(s["capacity"]["ephemeral-storage"], "10485760Ki");
@@ -163,15 +166,24 @@ mod tests {
         assert_eq!(s["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10350);
         assert_eq!(s["nodeInfo"]["bootID"], "b1");
         assert_eq!(s["nodeInfo"]["systemUUID"], "u1");
-        assert_eq!(s["nodeInfo"]["containerRuntimeVersion"], "docker://20.10.24");
+        assert_eq!(
+            s["nodeInfo"]["containerRuntimeVersion"],
+            "docker://20.10.24"
+        );
         let kinds: Vec<&str> = s["conditions"]
             .as_array()
             .unwrap()
             .iter()
             .map(|c| c["type"].as_str().unwrap())
             .collect();
-        assert_eq!(kinds, ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]);
-        assert_eq!(s["conditions"][3]["lastTransitionTime"], "2023-11-14T22:13:20Z");
+        assert_eq!(
+            kinds,
+            ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        );
+        assert_eq!(
+            s["conditions"][3]["lastTransitionTime"],
+            "2023-11-14T22:13:20Z"
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ use wedge_core::message::{group, module, operation};
 use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_core::{Content, Message, Module, ModuleContext, ModuleError};
 
+use super::answer_gate::AnswerGate;
 use super::backoff::Backoff;
 use super::connection::{WsSink, dial, write, write_batch};
 use super::dispatch::{Dispatch, route_inbound};
@@ -56,6 +57,8 @@ pub(crate) struct Stats {
     sent: AtomicU64,
     received: AtomicU64,
     malformed: AtomicU64,
+    /// Device messages sent on without the cloud's answer to the previous one.
+    unanswered: AtomicU64,
     inbound_overflow: AtomicU64,
     pub(crate) undeliverable: AtomicU64,
     refused: AtomicU64,
@@ -190,7 +193,12 @@ impl EdgeHub {
     }
 
     /// Handles one inbound frame payload; `Some(ack)` is a control ack to write at once.
-    fn inbound(&self, payload: &[u8], queue: &InboundQueue) -> Option<Message> {
+    fn inbound(
+        &self,
+        payload: &[u8],
+        queue: &InboundQueue,
+        gate: &mut AnswerGate,
+    ) -> Option<Message> {
         self.stats.received.fetch_add(1, Ordering::Relaxed);
         let msg = match decode(payload, self.settings.max_frame) {
             Ok(msg) => msg,
@@ -200,6 +208,7 @@ impl EdgeHub {
                 return None;
             }
         };
+        gate.answered(&msg);
         if is_control(&msg) {
             return Some(control_ack(&msg));
         }
@@ -240,6 +249,7 @@ impl EdgeHub {
         let mut loaded: Option<u64> = None;
         let mut written: Option<u64> = None;
         let mut mark: Option<u64> = None;
+        let mut gate = AnswerGate::default();
         let cancel = ctx.token().clone();
         loop {
             ctx.alive();
@@ -259,10 +269,13 @@ impl EdgeHub {
                 }
                 continue;
             }
-            // A token now sends at once; otherwise wait for the bucket (rate limit).
+            // A token now sends at once; otherwise wait for the bucket (rate limit). A device
+            // message whose predecessor is unanswered waits for the answer (see AnswerGate).
             let now = Instant::now();
-            let send_wait = (!ready.is_empty()).then(|| bucket.ready_in(now));
+            let held = ready.front().is_some_and(|(_, m)| gate.holds(m, now));
+            let send_wait = (!ready.is_empty() && !held).then(|| bucket.ready_in(now));
             let send_now = send_wait == Some(std::time::Duration::ZERO);
+            let gives_up = gate.gives_up_at().unwrap_or(now);
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => {
@@ -284,7 +297,7 @@ impl EdgeHub {
                         Some(Ok(_)) => None,
                         Some(Err(e)) => return Ok(SessionEnd::Broken(format!("read failed: {e}"))),
                     };
-                    if let Some(ack) = payload.and_then(|p| self.inbound(&p, queue))
+                    if let Some(ack) = payload.and_then(|p| self.inbound(&p, queue, &mut gate))
                         && let Err(e) = write(&mut sink, &ack, deadline).await
                     {
                         return Ok(SessionEnd::Broken(e));
@@ -305,14 +318,18 @@ impl EdgeHub {
                     mark = written.filter(|w| Some(*w) != confirmed);
                 }
                 () = std::future::ready(()), if send_now => {
-                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket).await {
+                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket, &mut gate).await {
                         return Ok(end);
                     }
                 }
                 _ = tokio::time::sleep(send_wait.unwrap_or_default()), if send_wait.is_some() && !send_now => {
-                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket).await {
+                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket, &mut gate).await {
                         return Ok(end);
                     }
+                }
+                _ = tokio::time::sleep_until(gives_up.into()), if held => {
+                    self.stats.unanswered.fetch_add(1, Ordering::Relaxed);
+                    gate.expire(Instant::now());
                 }
                 _ = self.outbox.changed() => unread = true,
                 msg = ctx.recv() => match msg {
@@ -327,17 +344,23 @@ impl EdgeHub {
     }
 
     /// Writes the oldest ready messages, as many as the rate limit has tokens for (at most
-    /// [`SEND_BATCH`]), with one flush; `Some` when the write broke the link.
+    /// [`SEND_BATCH`], and none past a device message held by `gate`), with one flush; `Some`
+    /// when the write broke the link.
     async fn send_front(
         &self,
         sink: &mut WsSink,
         ready: &mut std::collections::VecDeque<(u64, Message)>,
         written: &mut Option<u64>,
         bucket: &mut TokenBucket,
+        gate: &mut AnswerGate,
     ) -> Option<SessionEnd> {
         let now = Instant::now();
         let mut n = 0;
-        while n < ready.len().min(SEND_BATCH) && bucket.try_take(now).is_ok() {
+        while n < ready.len().min(SEND_BATCH)
+            && !gate.holds(&ready[n].1, now)
+            && bucket.try_take(now).is_ok()
+        {
+            gate.sent(&ready[n].1, now);
             n += 1;
         }
         if n == 0 {
@@ -447,7 +470,7 @@ impl MetricsSource for EdgeHub {
             0.0
         };
         w.sample("wedge_edgehub_connected", &[], up);
-        let counters: [(&str, &str, &AtomicU64); 9] = [
+        let counters: [(&str, &str, &AtomicU64); 10] = [
             (
                 "wedge_edgehub_connects_total",
                 "Sessions established with the cloud.",
@@ -477,6 +500,12 @@ impl MetricsSource for EdgeHub {
                 "wedge_edgehub_frames_malformed_total",
                 "Inbound frames skipped as oversize or not a message.",
                 &s.malformed,
+            ),
+            (
+                "wedge_edgehub_device_answers_missed_total",
+                "Device messages sent on after the cloud did not answer the previous one of \
+                 their device within a second.",
+                &s.unanswered,
             ),
             (
                 "wedge_edgehub_inbound_dropped_total",
