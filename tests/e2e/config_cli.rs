@@ -78,3 +78,60 @@ fn check_accepts_good_files_and_names_every_bad_key() {
     assert!(!ok);
     assert!(err.contains("/nonexistent/edgecore.yaml"), "{err}");
 }
+
+/// The files KubeEdge v1.12 – v1.23 generate (`tests/fixtures/kubeedge-config/`) pass
+/// `wedge config check`, which names the keys Wedge ignores on one line; misspelt keys in
+/// the same files are still refused by name.
+#[test]
+fn check_accepts_kubeedge_generated_files() {
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeedge-config");
+    for name in [
+        "v1.12.0-defaultconfig.yaml",
+        "v1.17.0-defaultconfig.yaml",
+        "v1.23.1-defaultconfig.yaml",
+        "v1.23.1-minconfig.yaml",
+        "v1.23.1-keadm-join.yaml",
+    ] {
+        let file = fixtures.join(name);
+        let (ok, out, err) = wedge_cmd(&["config", "check", file.to_str().unwrap()]).unwrap();
+        assert!(ok, "{name}: {err}");
+        assert!(out.contains(": valid (node name "), "{name}: {out}");
+        let listed: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("accepted, not implemented: "))
+            .collect();
+        assert!(listed.len() <= 1, "{name}: one line at most: {out}");
+        if name == "v1.23.1-keadm-join.yaml" {
+            let line = listed.first().copied().unwrap_or_default();
+            for key in [
+                "modules.edgeStream.enable",
+                "modules.edged.tailoredKubeletConfig.cgroupDriver",
+                "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
+            ] {
+                assert!(line.contains(key), "{key} not named: {out}");
+            }
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let join = std::fs::read_to_string(fixtures.join("v1.23.1-keadm-join.yaml")).unwrap();
+    for (from, to, key) in [
+        (
+            "    minimumGCAge: 0s",
+            "    minimumGCAgee: 0s",
+            "modules.edged.minimumGCAgee",
+        ),
+        (
+            "      maxPods: 110",
+            "      maxPodz: 110",
+            "modules.edged.tailoredKubeletConfig.maxPodz",
+        ),
+    ] {
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, join.replacen(from, to, 1)).unwrap();
+        let (ok, _, err) = wedge_cmd(&["config", "check", bad.to_str().unwrap()]).unwrap();
+        assert!(!ok, "{key} was accepted");
+        assert!(err.contains(&format!("{key}: unknown key")), "{err}");
+    }
+}

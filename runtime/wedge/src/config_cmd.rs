@@ -25,6 +25,9 @@ pub fn run(cmd: ConfigCommand) -> Result<()> {
             let config = load(&file)?;
             let node = config.node_name()?;
             println!("{}: valid (node name {node})", file.display());
+            if let Some(line) = config.not_implemented_line() {
+                println!("{line}");
+            }
             Ok(())
         }
     }

@@ -64,6 +64,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         .with_context(|| format!("wedge.adminAddr {:?}", config.wedge.admin_addr))?;
     let db_path = config.database_path();
     tracing::info!(node = %node, database = %db_path.display(), "starting wedge {}", env!("CARGO_PKG_VERSION"));
+    if let Some(line) = config.not_implemented_line() {
+        // Once, so an operator starting Wedge on a KubeEdge file learns which settings do nothing.
+        tracing::warn!("{line}");
+    }
 
     let store = Store::open(
         &db_path,
@@ -171,22 +175,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
                 .map(|settings| crate::cert_rotation::RotationTask::spawn(settings, hub));
     }
     if modules.edged.enable {
-        let edged = &modules.edged;
-        let mut settings =
-            wedge_edged::EdgedSettings::new(node.clone(), edged.root_directory.clone());
-        settings.namespace = edged.register_node_namespace.clone();
-        settings.container_gc.max_containers = edged.max_container_count;
-        settings.container_gc.max_per_pod_container = edged.max_per_pod_container_count;
-        // Validation keeps both in 0..=100.
-        let percent = |p: i32| u8::try_from(p.clamp(0, 100)).unwrap_or(100);
-        settings.image_gc.high_threshold = percent(edged.image_gc_high_threshold);
-        settings.image_gc.low_threshold = percent(edged.image_gc_low_threshold);
-        // Pods cannot start without the sandbox image, and a node may have no registry.
-        settings.image_gc.pinned = vec![edged.pod_sandbox_image.clone()];
-        settings.pod_sandbox_image = edged.pod_sandbox_image.clone();
-        let mut report = wedge_edged::node::NodeReportSettings::new(node.clone());
-        report.root_directory = edged.root_directory.clone().into();
-        settings.node_report = Some(report);
+        let mut settings = crate::edged_config::edged_settings(&config, &node);
         let ours = &config.wedge.edged;
         settings.static_pod_dir =
             (!ours.static_pod_dir.is_empty()).then(|| ours.static_pod_dir.clone().into());

@@ -10,6 +10,7 @@ mod cert_rotation;
 mod cli;
 mod config_cmd;
 mod daemon;
+mod edged_config;
 mod heap;
 mod logging;
 mod module_cmd;

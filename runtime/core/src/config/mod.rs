@@ -10,30 +10,58 @@
 //!   violation (the first in `key`/`message`, the rest in `others`) and
 //!   displays them one per line.
 //!
-//! Files: `model.rs`/`modules.rs`/`wedge.rs` (the schema), `parse.rs`
-//! (text to struct, error wording), `validate.rs` (rules), `dns.rs`
-//! (DNS-1123 names), `node.rs` (node name), `paths.rs` (data dir and DB
-//! path), `error.rs`, `serde_util.rs`.
+//! The schema is the union of the keys KubeEdge v1.12 – v1.23 write (JSON
+//! names, taken from each release's `edgecore/v1alpha2/types.go`), so every
+//! file those releases generate loads, while a key no release has is still an
+//! error. Keys Wedge accepts but does not act on are named once at start
+//! ([`EdgeCoreConfig::not_implemented`]).
+//!
+//! Files: `model.rs`/`modules.rs`/`edged.rs`/`kubelet.rs`/`wedge.rs` (the
+//! schema; `optional.rs` declares kubelet's all-optional sections,
+//! `duration.rs` Go durations, `quantity.rs` resource quantities),
+//! `kubelet_settings.rs` (the effective kubelet values edged uses),
+//! `compat.rs` (which keys Wedge acts on), `parse.rs` (text to struct, error
+//! wording), `validate.rs` (rules), `dns.rs` (DNS-1123 names), `node.rs`
+//! (node name), `paths.rs` (data dir and DB path), `error.rs`,
+//! `serde_util.rs`.
 
+mod compat;
 mod dns;
+mod duration;
+mod edged;
 mod error;
+mod kubelet;
+mod kubelet_settings;
 mod model;
 mod modules;
 mod node;
+mod optional;
 mod parse;
 mod paths;
+mod quantity;
 mod serde_util;
 mod validate;
 mod wedge;
 
 use std::path::Path;
 
+pub use compat::NOT_IMPLEMENTED_PREFIX;
+pub use duration::GoDuration;
+pub use edged::Edged;
 pub use error::{ConfigError, Violation};
+pub use kubelet::{
+    CrashLoopBackOff, KubeletAnonymousAuthentication, KubeletAuthentication, KubeletAuthorization,
+    KubeletWebhookAuthentication, KubeletWebhookAuthorization, KubeletX509Authentication,
+    LogOutputOptions, Logging, LoggingOptions, MemoryReservation, MemorySwap,
+    ShutdownGracePeriodByPodPriority, TailoredKubeletConfig, Taint, VModuleItem,
+};
+pub use kubelet_settings::KubeletSettings;
 pub use model::{API_VERSION, Database, EdgeCoreConfig, Enable, KIND, Modules};
 pub use modules::{
-    DeviceTwin, EdgeHub, EdgeHubQuic, EdgeHubWebSocket, Edged, EventBus, EventBusTls, MetaManager,
-    MetaServer, ServiceBus,
+    DeviceTwin, EdgeHub, EdgeHubQuic, EdgeHubWebSocket, EdgeStream, EventBus, EventBusTls,
+    MetaManager, MetaServer, ServiceBus,
 };
+pub use quantity::Quantity;
 pub use wedge::{
     BusSettings, DevicesSettings, EdgeHubSettings, LogFormat, ModulesSettings, OutboxSettings,
     StoreSettings, SupervisionSettings, Synchronous, WedgeSettings,
@@ -160,7 +188,8 @@ modules:
     mqttMode: 2
   edged:
     hostnameOverride: edge-node-1
-    cgroupDriver: systemd
+    tailoredKubeletConfig:
+      cgroupDriver: systemd
 featureGates:
   requireAuthorization: true
 ";
@@ -175,6 +204,17 @@ featureGates:
             Path::new("/var/lib/kubeedge/edgecore.db")
         );
         assert_eq!(c.modules.edge_hub.heartbeat, 15);
+        assert_eq!(c.kubelet().cgroup_driver, "systemd");
+    }
+
+    #[test]
+    fn keys_wedge_once_took_from_v1alpha1_point_to_their_v1alpha2_place() {
+        let (key, message) = parse_err("modules:\n  edged:\n    imageGCHighThreshold: 70\n");
+        assert_eq!(key, "modules.edged.imageGCHighThreshold");
+        assert!(
+            message.contains("modules.edged.tailoredKubeletConfig.imageGCHighThresholdPercent"),
+            "{message}"
+        );
     }
 
     #[test]

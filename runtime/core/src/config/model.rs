@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::modules::{DeviceTwin, EdgeHub, Edged, EventBus, MetaManager, ServiceBus};
+use super::edged::Edged;
+use super::modules::{DeviceTwin, EdgeHub, EdgeStream, EventBus, MetaManager, ServiceBus};
 use super::serde_util::null_as_default;
 use super::wedge::WedgeSettings;
 
@@ -28,7 +29,8 @@ pub struct EdgeCoreConfig {
     pub api_version: String,
     /// Must be [`KIND`]; may be omitted.
     pub kind: String,
-    /// Local metadata store.
+    /// Local metadata store (`database`, the JSON name every KubeEdge release
+    /// writes; the Go type is `DataBase`).
     #[serde(deserialize_with = "null_as_default")]
     pub database: Database,
     /// Per-module settings.
@@ -104,9 +106,9 @@ pub struct Modules {
     /// HTTP proxy from the cloud to edge apps.
     #[serde(deserialize_with = "null_as_default")]
     pub service_bus: ServiceBus,
-    /// `kubectl logs/exec` tunnel; only `enable` is understood.
+    /// `kubectl logs/exec` tunnel (not in Wedge yet).
     #[serde(deserialize_with = "null_as_default")]
-    pub edge_stream: Enable,
+    pub edge_stream: EdgeStream,
     /// Node task (upgrade, image pre-pull) runner; only `enable` is understood.
     #[serde(deserialize_with = "null_as_default")]
     pub task_manager: Enable,

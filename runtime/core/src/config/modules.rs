@@ -224,7 +224,9 @@ impl Default for MetaManager {
     }
 }
 
-/// `modules.metaManager.metaServer`.
+/// `modules.metaManager.metaServer`: KubeEdge's local Kubernetes-API facade.
+/// Wedge has none, so `enable: true` is refused; the other keys are accepted
+/// so KubeEdge files load, and do nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct MetaServer {
@@ -232,6 +234,23 @@ pub struct MetaServer {
     pub enable: bool,
     /// Listen address `host:port`.
     pub server: String,
+    /// CA of the facade's serving certificate.
+    pub tls_ca_file: String,
+    /// The facade's serving certificate.
+    pub tls_cert_file: String,
+    /// Key of `tlsCertFile`.
+    pub tls_private_key_file: String,
+    /// Accepted service account token issuers. v1.14+.
+    #[serde(deserialize_with = "null_as_default")]
+    pub service_account_issuers: Vec<String>,
+    /// Accepted token audiences. v1.14+.
+    #[serde(deserialize_with = "null_as_default")]
+    pub api_audiences: Vec<String>,
+    /// Keys that verify service account tokens. v1.14+.
+    #[serde(deserialize_with = "null_as_default")]
+    pub service_account_key_files: Vec<String>,
+    /// Address of the dummy interface pods reach the facade on. v1.17+.
+    pub dummy_server: String,
 }
 
 impl Default for MetaServer {
@@ -239,6 +258,15 @@ impl Default for MetaServer {
         Self {
             enable: false,
             server: "127.0.0.1:10550".to_owned(),
+            tls_ca_file: "/etc/kubeedge/ca/rootCA.crt".to_owned(),
+            tls_cert_file: "/etc/kubeedge/certs/server.crt".to_owned(),
+            tls_private_key_file: "/etc/kubeedge/certs/server.key".to_owned(),
+            service_account_issuers: vec![
+                "https://kubernetes.default.svc.cluster.local".to_owned(),
+            ],
+            api_audiences: Vec::new(),
+            service_account_key_files: Vec::new(),
+            dummy_server: "169.254.30.10:10550".to_owned(),
         }
     }
 }
@@ -258,55 +286,6 @@ impl Default for DeviceTwin {
         Self {
             enable: true,
             dmi_sock_path: "/etc/kubeedge/dmi.sock".to_owned(),
-        }
-    }
-}
-
-/// `modules.edged`: the node agent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct Edged {
-    /// Whether the module runs.
-    pub enable: bool,
-    /// Node name; empty means the machine hostname, lower-cased
-    /// (see [`EdgeCoreConfig::node_name`](super::EdgeCoreConfig::node_name)).
-    pub hostname_override: String,
-    /// Namespace the Node object is registered in; a DNS-1123 label.
-    pub register_node_namespace: String,
-    /// Report pod/node events to the cloud.
-    pub report_event: bool,
-    /// Image of the pod sandbox ("pause") container.
-    pub pod_sandbox_image: String,
-    /// kubelet root directory (pod volumes, plugins).
-    pub root_directory: String,
-    /// Max dead containers kept on the node; -1 = no limit.
-    pub max_container_count: i32,
-    /// Max dead containers kept per pod.
-    pub max_per_pod_container_count: i32,
-    /// `cgroupfs` or `systemd`; must match the container runtime.
-    pub cgroup_driver: String,
-    /// Disk usage percent that starts image garbage collection; 0..=100, > low.
-    #[serde(rename = "imageGCHighThreshold")]
-    pub image_gc_high_threshold: i32,
-    /// Disk usage percent image GC frees down to; 0..=100.
-    #[serde(rename = "imageGCLowThreshold")]
-    pub image_gc_low_threshold: i32,
-}
-
-impl Default for Edged {
-    fn default() -> Self {
-        Self {
-            enable: false,
-            hostname_override: String::new(),
-            register_node_namespace: "default".to_owned(),
-            report_event: false,
-            pod_sandbox_image: "kubeedge/pause:3.6".to_owned(),
-            root_directory: "/var/lib/kubelet".to_owned(),
-            max_container_count: -1,
-            max_per_pod_container_count: 1,
-            cgroup_driver: "cgroupfs".to_owned(),
-            image_gc_high_threshold: 85,
-            image_gc_low_threshold: 80,
         }
     }
 }
@@ -332,6 +311,45 @@ impl Default for ServiceBus {
             server: "127.0.0.1".to_owned(),
             port: 9060,
             timeout: 60,
+        }
+    }
+}
+
+/// `modules.edgeStream`: KubeEdge's `kubectl logs/exec` tunnel to the cloud.
+/// Wedge has no tunnel yet: the keys load and do nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct EdgeStream {
+    /// Whether the tunnel runs (it does not in Wedge).
+    pub enable: bool,
+    /// CA of the tunnel server's certificate.
+    #[serde(rename = "tlsTunnelCAFile")]
+    pub tls_tunnel_ca_file: String,
+    /// Client certificate of the tunnel.
+    pub tls_tunnel_cert_file: String,
+    /// Key of `tlsTunnelCertFile`.
+    pub tls_tunnel_private_key_file: String,
+    /// Seconds allowed for the handshake.
+    pub handshake_timeout: i32,
+    /// Seconds a read may take.
+    pub read_deadline: i32,
+    /// CloudCore's tunnel endpoint `host:port`.
+    pub server: String,
+    /// Seconds a write may take.
+    pub write_deadline: i32,
+}
+
+impl Default for EdgeStream {
+    fn default() -> Self {
+        Self {
+            enable: false,
+            tls_tunnel_ca_file: "/etc/kubeedge/ca/rootCA.crt".to_owned(),
+            tls_tunnel_cert_file: "/etc/kubeedge/certs/server.crt".to_owned(),
+            tls_tunnel_private_key_file: "/etc/kubeedge/certs/server.key".to_owned(),
+            handshake_timeout: 30,
+            read_deadline: 15,
+            server: "127.0.0.1:10004".to_owned(),
+            write_deadline: 15,
         }
     }
 }

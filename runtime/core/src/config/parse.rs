@@ -102,11 +102,35 @@ fn typed_error(err: serde_path_to_error::Error<serde_norway::Error>) -> ConfigEr
     }
 }
 
+/// Keys earlier Wedge versions took in KubeEdge v1alpha1's place, which no
+/// v1alpha2 release has, and where the setting lives now.
+const MOVED: &[(&str, &str)] = &[
+    (
+        "modules.edged.cgroupDriver",
+        "modules.edged.tailoredKubeletConfig.cgroupDriver",
+    ),
+    (
+        "modules.edged.imageGCHighThreshold",
+        "modules.edged.tailoredKubeletConfig.imageGCHighThresholdPercent",
+    ),
+    (
+        "modules.edged.imageGCLowThreshold",
+        "modules.edged.tailoredKubeletConfig.imageGCLowThresholdPercent",
+    ),
+];
+
 /// Turns serde's wording into ours, and fixes up the key where serde's path
 /// stops at the parent section.
 fn rewrite(path: &str, msg: &str) -> (String, String) {
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         let (name, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let key = with_leaf(path, name);
+        if let Some((_, new)) = MOVED.iter().find(|(old, _)| *old == key) {
+            return (
+                key,
+                format!("unknown key; KubeEdge v1alpha2 (and Wedge) read this setting from {new}"),
+            );
+        }
         let names = backticked(expected);
         let message = if names.is_empty() {
             "unknown key; this section has no keys".to_owned()

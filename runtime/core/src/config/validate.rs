@@ -9,9 +9,14 @@
 use std::net::{Ipv6Addr, SocketAddr};
 
 use super::dns;
+use super::edged::Edged;
 use super::error::{ConfigError, Violation};
+use super::kubelet::{
+    DEFAULT_IMAGE_GC_HIGH_THRESHOLD_PERCENT, DEFAULT_IMAGE_GC_LOW_THRESHOLD_PERCENT,
+    TailoredKubeletConfig,
+};
 use super::model::{API_VERSION, Database, EdgeCoreConfig, KIND};
-use super::modules::{EdgeHub, Edged, EventBus, MetaManager, ServiceBus};
+use super::modules::{EdgeHub, EventBus, MetaManager, ServiceBus};
 use super::wedge::WedgeSettings;
 
 impl EdgeCoreConfig {
@@ -239,25 +244,51 @@ fn edged(e: &Edged, v: &mut Checker) {
             ),
         );
     }
-    if !matches!(e.cgroup_driver.as_str(), "cgroupfs" | "systemd") {
+    if !e.node_ip.is_empty() && e.node_ip.parse::<std::net::IpAddr>().is_err() {
         v.fail(
-            &format!("{P}.cgroupDriver"),
+            &format!("{P}.nodeIP"),
             format!(
-                "must be \"cgroupfs\" or \"systemd\", got {:?}",
-                e.cgroup_driver
+                "must be an IP address (or empty for the host's first address), got {:?}",
+                e.node_ip
             ),
         );
     }
-    let (high, low) = (e.image_gc_high_threshold, e.image_gc_low_threshold);
+    if e.minimum_gc_age.as_nanos() < 0 {
+        v.fail(
+            &format!("{P}.minimumGCAge"),
+            format!("must not be negative, got {}", e.minimum_gc_age),
+        );
+    }
+    kubelet(&e.tailored_kubelet_config, v);
+}
+
+/// The `tailoredKubeletConfig` keys Wedge acts on or exposes to edged, with
+/// kubelet's own rules for them.
+fn kubelet(k: &TailoredKubeletConfig, v: &mut Checker) {
+    const P: &str = "modules.edged.tailoredKubeletConfig";
+    if let Some(driver) = &k.cgroup_driver
+        && !matches!(driver.as_str(), "cgroupfs" | "systemd")
+    {
+        v.fail(
+            &format!("{P}.cgroupDriver"),
+            format!("must be \"cgroupfs\" or \"systemd\", got {driver:?}"),
+        );
+    }
+    let high = k
+        .image_gc_high_threshold_percent
+        .unwrap_or(DEFAULT_IMAGE_GC_HIGH_THRESHOLD_PERCENT);
+    let low = k
+        .image_gc_low_threshold_percent
+        .unwrap_or(DEFAULT_IMAGE_GC_LOW_THRESHOLD_PERCENT);
     v.in_range(
-        &format!("{P}.imageGCHighThreshold"),
+        &format!("{P}.imageGCHighThresholdPercent"),
         high,
         0,
         100,
         "percent of disk",
     );
     v.in_range(
-        &format!("{P}.imageGCLowThreshold"),
+        &format!("{P}.imageGCLowThresholdPercent"),
         low,
         0,
         100,
@@ -265,9 +296,59 @@ fn edged(e: &Edged, v: &mut Checker) {
     );
     if high <= low {
         v.fail(
-            &format!("{P}.imageGCHighThreshold"),
-            format!("must be greater than imageGCLowThreshold ({low}), got {high}"),
+            &format!("{P}.imageGCHighThresholdPercent"),
+            format!("must be greater than imageGCLowThresholdPercent ({low}), got {high}"),
         );
+    }
+    for (key, value) in [
+        ("nodeStatusUpdateFrequency", k.node_status_update_frequency),
+        ("nodeStatusReportFrequency", k.node_status_report_frequency),
+        ("fileCheckFrequency", k.file_check_frequency),
+    ] {
+        if let Some(d) = value
+            && d.as_nanos() <= 0
+        {
+            v.fail(
+                &format!("{P}.{key}"),
+                format!("must be a positive duration, got {d}"),
+            );
+        }
+    }
+    for (key, value) in [
+        ("imageMinimumGCAge", k.image_minimum_gc_age),
+        ("imageMaximumGCAge", k.image_maximum_gc_age),
+    ] {
+        if let Some(d) = value
+            && d.as_nanos() < 0
+        {
+            v.fail(
+                &format!("{P}.{key}"),
+                format!("must not be negative, got {d}"),
+            );
+        }
+    }
+    if let Some(secs) = k.node_lease_duration_seconds {
+        v.at_least(&format!("{P}.nodeLeaseDurationSeconds"), secs, 1, "seconds");
+    }
+    if let Some(port) = k.read_only_port {
+        v.in_range(
+            &format!("{P}.readOnlyPort"),
+            port,
+            0,
+            65535,
+            "TCP port; 0 disables",
+        );
+    }
+    if let Some(max) = k.max_pods {
+        v.at_least(&format!("{P}.maxPods"), max, 0, "pods");
+    }
+    for ip in k.cluster_dns.iter().flatten() {
+        if ip.parse::<std::net::IpAddr>().is_err() {
+            v.fail(
+                &format!("{P}.clusterDNS"),
+                format!("must list IP addresses, got {ip:?}"),
+            );
+        }
     }
 }
 
@@ -425,6 +506,7 @@ fn check_mqtt_url(s: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::GoDuration;
 
     /// The default config with edgeHub switched on and pointed at a cloud.
     fn connected() -> EdgeCoreConfig {
@@ -599,29 +681,75 @@ mod tests {
             c.modules.edged.register_node_namespace = bad.into();
             rejects(&c, "modules.edged.registerNodeNamespace", "DNS-1123 label");
         }
+        let tkc = "modules.edged.tailoredKubeletConfig";
         let mut c = EdgeCoreConfig::default();
-        c.modules.edged.cgroup_driver = "cgroup".into();
+        c.modules.edged.tailored_kubelet_config.cgroup_driver = Some("cgroup".into());
         rejects(
             &c,
-            "modules.edged.cgroupDriver",
+            &format!("{tkc}.cgroupDriver"),
             "\"cgroupfs\" or \"systemd\"",
         );
-        c.modules.edged.cgroup_driver = "systemd".into();
+        c.modules.edged.tailored_kubelet_config.cgroup_driver = Some("systemd".into());
         c.validate().unwrap();
 
         let mut c = EdgeCoreConfig::default();
-        c.modules.edged.image_gc_high_threshold = 101;
-        rejects(&c, "modules.edged.imageGCHighThreshold", "0..=100");
+        c.modules
+            .edged
+            .tailored_kubelet_config
+            .image_gc_high_threshold_percent = Some(101);
+        rejects(&c, &format!("{tkc}.imageGCHighThresholdPercent"), "0..=100");
         let mut c = EdgeCoreConfig::default();
-        c.modules.edged.image_gc_high_threshold = 80;
+        c.modules
+            .edged
+            .tailored_kubelet_config
+            .image_gc_high_threshold_percent = Some(80);
         rejects(
             &c,
-            "modules.edged.imageGCHighThreshold",
-            "greater than imageGCLowThreshold (80)",
+            &format!("{tkc}.imageGCHighThresholdPercent"),
+            "greater than imageGCLowThresholdPercent (80)",
         );
         let mut c = EdgeCoreConfig::default();
-        c.modules.edged.image_gc_low_threshold = -1;
-        rejects(&c, "modules.edged.imageGCLowThreshold", "0..=100");
+        c.modules
+            .edged
+            .tailored_kubelet_config
+            .image_gc_low_threshold_percent = Some(-1);
+        rejects(&c, &format!("{tkc}.imageGCLowThresholdPercent"), "0..=100");
+        // Unset means KubeEdge's default, which is valid.
+        let mut c = EdgeCoreConfig::default();
+        c.modules
+            .edged
+            .tailored_kubelet_config
+            .image_gc_low_threshold_percent = None;
+        c.validate().unwrap();
+
+        let mut c = EdgeCoreConfig::default();
+        c.modules
+            .edged
+            .tailored_kubelet_config
+            .node_status_update_frequency = Some(GoDuration::ZERO);
+        rejects(
+            &c,
+            &format!("{tkc}.nodeStatusUpdateFrequency"),
+            "positive duration",
+        );
+        let mut c = EdgeCoreConfig::default();
+        c.modules
+            .edged
+            .tailored_kubelet_config
+            .node_lease_duration_seconds = Some(0);
+        rejects(&c, &format!("{tkc}.nodeLeaseDurationSeconds"), ">= 1");
+        let mut c = EdgeCoreConfig::default();
+        c.modules.edged.tailored_kubelet_config.read_only_port = Some(70000);
+        rejects(&c, &format!("{tkc}.readOnlyPort"), "0..=65535");
+        let mut c = EdgeCoreConfig::default();
+        c.modules.edged.tailored_kubelet_config.max_pods = Some(-1);
+        rejects(&c, &format!("{tkc}.maxPods"), ">= 0");
+        let mut c = EdgeCoreConfig::default();
+        c.modules.edged.tailored_kubelet_config.cluster_dns = Some(vec!["dns.local".into()]);
+        rejects(&c, &format!("{tkc}.clusterDNS"), "IP addresses");
+        let mut c = EdgeCoreConfig::default();
+        c.modules.edged.node_ip = "10.0.0.300".into();
+        rejects(&c, "modules.edged.nodeIP", "IP address");
     }
 
     #[test]
