@@ -19,6 +19,8 @@ const WAIT: Duration = Duration::from_secs(15);
 fn pod_inserts_are_acked_after_commit_and_twin_updates_reach_the_cloud() {
     let hub = CloudHub::start(CloudHubOptions {
         require_node_cn: true,
+        // This test confirms the twin message itself, to see it pending until then.
+        answer_device_messages: false,
         ..CloudHubOptions::default()
     })
     .unwrap();

@@ -216,21 +216,25 @@ fn answer(hub: &CloudHub, call: &Message, object: Value) {
 /// Waits for the node's remote call `op` on `resource` and answers it with the object it
 /// carried.
 fn answer_remote(hub: &CloudHub, op: &str, resource: &str) -> Message {
-    let call = hub
-        .wait_for(
-            |m| {
-                m.message
-                    .as_ref()
-                    .is_some_and(|m| m.route.operation == op && m.route.resource == resource)
-            },
-            WAIT,
-        )
-        .unwrap()
-        .message
-        .unwrap();
+    let call = wait_call(hub, op, resource);
     let object: Value = serde_json::from_str(call.content.raw()).unwrap();
     answer(hub, &call, object);
     call
+}
+
+/// Waits for the node's call `op` on `resource`.
+fn wait_call(hub: &CloudHub, op: &str, resource: &str) -> Message {
+    hub.wait_for(
+        |m| {
+            m.message
+                .as_ref()
+                .is_some_and(|m| m.route.operation == op && m.route.resource == resource)
+        },
+        WAIT,
+    )
+    .unwrap()
+    .message
+    .unwrap()
 }
 
 #[test]
@@ -261,10 +265,28 @@ fn the_node_registers_reports_its_status_and_renews_its_lease() {
             .starts_with("docker://")
     );
 
-    // Then the lease, created once, and the node status as a nodepatch.
-    let lease = answer_remote(&hub, "insert", "kube-node-lease/lease/edge-1");
-    let lease: Value = serde_json::from_str(lease.content.raw()).unwrap();
+    // Then the lease as kubelet keeps it: read it; the cloud has none (CloudCore answers a
+    // NotFound Status), so create it; renew what the cloud returned, resourceVersion included.
+    let key = "kube-node-lease/lease/edge-1";
+    let query = wait_call(&hub, "query", key);
+    let mut missing = query.response(
+        Content::json(&json!({"Object": null, "Err": {"ErrStatus": {
+            "status": "Failure", "reason": "NotFound", "code": 404,
+            "message": "leases.coordination.k8s.io \"edge-1\" not found"}}}))
+        .unwrap(),
+    );
+    missing.route.source = "edgecontroller".into();
+    missing.route.group = "resource".into();
+    hub.send(missing).unwrap();
+    let create = wait_call(&hub, "insert", key);
+    let mut lease: Value = serde_json::from_str(create.content.raw()).unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "edge-1");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 40);
+    lease["metadata"]["resourceVersion"] = json!("7");
+    answer(&hub, &create, lease);
+    let renewal = wait_call(&hub, "update", key);
+    let renewed: Value = serde_json::from_str(renewal.content.raw()).unwrap();
+    assert_eq!(renewed["metadata"]["resourceVersion"], "7", "{renewed}");
     let patch = hub
         .wait_for(
             |m| {
@@ -278,8 +300,12 @@ fn the_node_registers_reports_its_status_and_renews_its_lease() {
         .message
         .unwrap();
     let patch: Value = serde_json::from_str(&patch.content.as_string().unwrap()).unwrap();
-    assert_eq!(patch["status"]["conditions"][0]["type"], "Ready");
-    assert_eq!(patch["status"]["conditions"][0]["status"], "True");
+    let ready = patch["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(ready["status"], "True", "{patch}");
     node.daemon
         .stop(libc::SIGTERM, Duration::from_secs(10))
         .unwrap();

@@ -37,6 +37,10 @@ pub struct CloudHubOptions {
     /// The bootstrap HTTPS endpoint presents a certificate from another CA than the one it
     /// serves at `/ca.crt`, as an impostor would.
     pub foreign_bootstrap_cert: bool,
+    /// Answer every device message (twin `edge_updated`, state updates) as CloudCore's device
+    /// controller does: a `response` from `devicecontroller`, group `twin`, content `"OK"`,
+    /// whose `parent_msg_id` is the message's id.
+    pub answer_device_messages: bool,
 }
 
 impl Default for CloudHubOptions {
@@ -48,6 +52,7 @@ impl Default for CloudHubOptions {
             require_node_cn: false,
             issuing: Issuing::default(),
             foreign_bootstrap_cert: false,
+            answer_device_messages: true,
         }
     }
 }

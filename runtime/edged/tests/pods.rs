@@ -28,7 +28,8 @@ struct Node {
     root: tempfile::TempDir,
     /// Last status seen per pod name.
     statuses: HashMap<String, Value>,
-    deleted: Vec<String>,
+    /// Pods edged asked the cloud to remove, with the delete options it sent.
+    deleted: Vec<(String, Value)>,
     /// The node name, unique per test so that parallel tests own separate containers.
     name: String,
     /// ConfigMaps and Secrets metamanager holds, by `<ns>/<type>/<name>`.
@@ -39,11 +40,32 @@ struct Node {
     edged: Arc<Edged>,
 }
 
-fn pod(name: &str, spec: Value) -> Value {
+/// A pod named `name`. Its containers get 2 s to stop (the shell of the test image ignores
+/// SIGTERM, and Kubernetes' default of 30 s would make every deletion wait that long).
+fn pod(name: &str, mut spec: Value) -> Value {
+    if spec.get("terminationGracePeriodSeconds").is_none() {
+        spec["terminationGracePeriodSeconds"] = json!(2);
+    }
     json!({
         "metadata": {"name": name, "namespace": "default", "uid": unique("uid")},
         "spec": spec,
     })
+}
+
+/// `pod` as the cloud sends it once `kubectl delete` made the deletion graceful.
+fn deleting(pod: &Value) -> Value {
+    let mut pod = pod.clone();
+    pod["metadata"]["deletionTimestamp"] = json!("2026-11-23T10:00:00Z");
+    pod["metadata"]["deletionGracePeriodSeconds"] = json!(2);
+    pod
+}
+
+/// The status of a pod condition `kind` (`"True"`/`"False"`).
+fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == kind))
+        .map_or(&Value::Null, |c| &c["status"])
 }
 
 fn sleeper(name: &str, script: &str) -> Value {
@@ -172,7 +194,12 @@ impl Node {
                         .unwrap();
                 self.statuses.insert(name, patch["status"].clone());
             }
-            "delete" => self.deleted.push(resource),
+            "delete" => {
+                // What the cloud does with it: removes the pod and answers "OK".
+                let options: Value = msg.content.parse().unwrap();
+                self.deleted.push((resource, options));
+                let _ = self.bus.send_response(msg.response(Content::ok()));
+            }
             "query" if self.hold.contains(&resource) => self.held.push(msg),
             // Answered as metamanager does from its table: a list of stored JSON strings.
             "query" => {
@@ -293,10 +320,7 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
         json!({"metadata": {"name": "app-creds"}, "data": {"token": "czNjcmV0"}}),
     );
     let status = node.wait_status(&name, |s| running(s, 2)).await;
-    assert_eq!(
-        status["conditions"][1],
-        json!({"type": "Ready", "status": "True"})
-    );
+    assert_eq!(condition(&status, "Ready"), "True");
     assert!(
         status["podIP"].as_str().is_some_and(|ip| !ip.is_empty()),
         "{status}"
@@ -382,7 +406,8 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
         node.serve_for(Duration::from_millis(100)).await;
     }
 
-    node.send("delete", &web).await;
+    // `kubectl delete pod`: the cloud's update carries deletionTimestamp.
+    node.send("update", &deleting(&web)).await;
     let deadline = Instant::now() + WAIT;
     // Containers first, then the sandbox, then the pod's directory.
     while !node.containers(uid(&web)).await.is_empty() || greeting.exists() {
@@ -393,14 +418,24 @@ async fn a_two_container_pod_shares_an_empty_dir_and_is_updated_and_deleted() {
         node.serve_for(Duration::from_millis(100)).await;
     }
     let deadline = Instant::now() + WAIT;
-    while !node.deleted.contains(&format!("default/pod/{name}")) {
+    while !node
+        .deleted
+        .iter()
+        .any(|(r, _)| *r == format!("default/pod/{name}"))
+    {
         let left = deadline.saturating_duration_since(Instant::now());
         let msg = tokio::time::timeout(left, node.meta.recv())
             .await
-            .expect("edged tells metamanager the pod is gone")
+            .expect("edged asks the cloud to remove the pod")
             .unwrap();
         node.take(msg);
     }
+    // Kubelet's request: no more grace, and only this incarnation of the pod.
+    let (_, options) = &node.deleted[0];
+    assert_eq!(
+        *options,
+        json!({"gracePeriodSeconds": 0, "preconditions": {"uid": uid(&web)}})
+    );
     node.stop().await;
 }
 
@@ -643,10 +678,10 @@ async fn a_slow_pod_holds_up_neither_other_pods_nor_deletions() {
     }
     // While it waits, another pod starts and a deleted one is removed.
     node.send("insert", &quick_pod).await;
-    node.send("delete", &doomed_pod).await;
+    node.send("update", &deleting(&doomed_pod)).await;
     node.wait_status(&quick, |s| running(s, 1)).await;
     while !node.containers(uid(&doomed_pod)).await.is_empty()
-        || !node.deleted.iter().any(|r| r.ends_with(&doomed))
+        || !node.deleted.iter().any(|(r, _)| r.ends_with(&doomed))
     {
         assert!(Instant::now() < deadline, "the deleted pod was not removed");
         node.serve_for(Duration::from_millis(50)).await;
@@ -750,15 +785,9 @@ async fn a_failing_liveness_probe_restarts_and_readiness_gates_ready() {
         })
         .await;
     assert_eq!(status["containerStatuses"][0]["ready"], false, "{status}");
-    assert_eq!(
-        status["conditions"][1],
-        json!({"type": "Ready", "status": "False"})
-    );
+    assert_eq!(condition(&status, "Ready"), "False");
     let status = node.wait_status(&slow, |s| running(s, 1)).await;
-    assert_eq!(
-        status["conditions"][1],
-        json!({"type": "Ready", "status": "True"})
-    );
+    assert_eq!(condition(&status, "Ready"), "True");
     assert_eq!(status["containerStatuses"][0]["restartCount"], 0);
 
     // The liveness probe fails twice once /tmp/dead exists: the container is restarted.
@@ -778,7 +807,7 @@ async fn static_pods_follow_their_manifest_files_and_stay_local() {
     let manifests = tempfile::tempdir().unwrap();
     let file = manifests.path().join("agent.yaml");
     let manifest = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: agent\nspec:\n  containers:\n  - name: app\n    image: {IMAGE}\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: agent\nspec:\n  terminationGracePeriodSeconds: 2\n  containers:\n  - name: app\n    image: {IMAGE}\n    imagePullPolicy: Never\n    command: [sleep, '3600']\n"
     );
     std::fs::write(&file, &manifest).unwrap();
     let dir = manifests.path().to_owned();

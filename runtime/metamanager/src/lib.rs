@@ -13,7 +13,6 @@
 #![warn(missing_docs)]
 
 mod meta_table;
-mod pod_status_sync;
 mod process;
 mod read_ops;
 mod routing;
@@ -82,34 +81,14 @@ impl Module for MetaManager {
             self.stats.clone(),
             ctx.token().clone(),
         );
-        let mut sync_timer = self.settings.pod_status_sync_interval.map(|period| {
-            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            t
-        });
-        loop {
-            tokio::select! {
-                msg = ctx.recv() => match msg {
-                    Some(msg) => processor.handle(msg).await,
-                    None => break,
-                },
-                _ = tick(&mut sync_timer) => processor.sync_pod_status().await,
-            }
+        while let Some(msg) = ctx.recv().await {
+            processor.handle(msg).await;
         }
         // Closing the stage lets it finish: every write already queued is committed and
         // acknowledged before the module reports stopped.
         drop(processor);
         stage.await?;
         Ok(())
-    }
-}
-
-async fn tick(timer: &mut Option<tokio::time::Interval>) {
-    match timer {
-        Some(t) => {
-            t.tick().await;
-        }
-        None => std::future::pending().await,
     }
 }
 

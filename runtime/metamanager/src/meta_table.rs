@@ -52,18 +52,3 @@ pub fn values_of_type(conn: &Connection, kind: &str) -> Result<Vec<String>, Stor
     }
     Ok(values)
 }
-
-/// Every (key, value) of a type, in key order.
-pub fn rows_of_type(conn: &Connection, kind: &str) -> Result<Vec<(String, String)>, StoreError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT key, value FROM meta WHERE type = ?1 ORDER BY key")?;
-    let rows = stmt.query_map([kind], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (key, value) = row?;
-        out.push((key, value.unwrap_or_default()));
-    }
-    Ok(out)
-}

@@ -9,9 +9,6 @@ pub struct MetaManagerSettings {
     pub cloud_module: String,
     /// How long a remote query waits for the cloud (`remoteQueryTimeout`, 60 s).
     pub remote_query_timeout: Duration,
-    /// Period of the pod-status sync to the cloud (`podStatusSyncInterval`, 60 s); `None`
-    /// disables it.
-    pub pod_status_sync_interval: Option<Duration>,
     /// Writes and replies that may be in flight before receiving pauses (back-pressure).
     pub max_in_flight: usize,
 }
@@ -21,7 +18,6 @@ impl Default for MetaManagerSettings {
         MetaManagerSettings {
             cloud_module: wedge_core::message::module::EDGEHUB.to_owned(),
             remote_query_timeout: Duration::from_secs(60),
-            pod_status_sync_interval: Some(Duration::from_secs(60)),
             max_in_flight: 4096,
         }
     }

@@ -534,49 +534,6 @@ async fn edged_traffic_follows_kubeedge_routing() {
 }
 
 #[tokio::test]
-async fn pod_status_sync_pushes_statuses_and_drops_orphans() {
-    let settings = MetaManagerSettings {
-        pod_status_sync_interval: Some(Duration::from_millis(200)),
-        ..MetaManagerSettings::default()
-    };
-    let mut node = start(settings).await;
-    node.send(from_cloud(
-        "insert",
-        "default/pod/alive",
-        pod("default", "alive", "a"),
-    ))
-    .await;
-    next(&mut node.edged).await;
-    next(&mut node.cloud).await;
-    node.store
-        .write(|c| {
-            meta_table::upsert(
-                c,
-                "default/podstatus/alive",
-                "podstatus",
-                r#"{"phase":"Running"}"#,
-            )?;
-            meta_table::upsert(
-                c,
-                "default/podstatus/gone",
-                "podstatus",
-                r#"{"phase":"Failed"}"#,
-            )
-        })
-        .await
-        .unwrap();
-    node.connect(true).await;
-    let sync = next(&mut node.cloud).await;
-    assert_eq!(sync.route.operation, "update");
-    assert_eq!(sync.route.resource, "default/podstatus");
-    let statuses: Vec<serde_json::Value> = sync.content.parse().unwrap();
-    assert_eq!(statuses, vec![serde_json::json!({"phase": "Running"})]);
-    assert!(node.stored("default/podstatus/gone").is_none());
-    assert!(node.stored("default/podstatus/alive").is_some());
-    node.supervisor.shutdown().await;
-}
-
-#[tokio::test]
 async fn a_burst_of_inserts_is_acked_in_order_with_shared_commits() {
     let mut node = start(MetaManagerSettings::default()).await;
     let (batches_before, _) = node.store.commit_counts();

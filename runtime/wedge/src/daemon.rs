@@ -99,8 +99,6 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         let settings = MetaManagerSettings {
             cloud_module: meta.context_send_module.clone(),
             remote_query_timeout: Duration::from_secs(meta.remote_query_timeout.max(1) as u64),
-            pod_status_sync_interval: (meta.pod_status_sync_interval > 0)
-                .then(|| Duration::from_secs(meta.pod_status_sync_interval as u64)),
             ..MetaManagerSettings::default()
         };
         let metamanager = Arc::new(MetaManager::new(bus.clone(), store.clone(), settings));

@@ -90,7 +90,7 @@ async fn session(
     };
     let Some((node, path)) = seen else { return };
     let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
-    *shared.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+    *shared.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx.clone());
     let index = {
         let mut r = shared.lock();
         r.connections.push(Connection {
@@ -137,6 +137,18 @@ async fn session(
                     && m.route.operation == "keepalive"
                 {
                     deadline = tokio::time::Instant::now() + options.keepalive_timeout;
+                }
+                // CloudCore's device controller answers every twin and state message once
+                // it has written it.
+                if let Some(m) = &message
+                    && options.answer_device_messages
+                    && m.route.resource.starts_with("device/")
+                {
+                    let mut answer = m.response(wedge_core::Content::ok());
+                    answer.route.source = "devicecontroller".into();
+                    answer.route.group = "twin".into();
+                    answer.route.resource = "twin".into();
+                    let _ = tx.send(Outgoing::Message(Box::new(answer)));
                 }
                 shared.update(|r| {
                     if let Some(m) = &message

@@ -204,8 +204,6 @@ pub struct MetaManager {
     pub context_send_module: String,
     /// Seconds to wait for the cloud to answer a metadata query; >= 1.
     pub remote_query_timeout: i32,
-    /// Seconds between pod status syncs to the cloud; 0 disables.
-    pub pod_status_sync_interval: i32,
     /// Local Kubernetes-API facade (not supported by Wedge yet).
     #[serde(deserialize_with = "null_as_default")]
     pub meta_server: MetaServer,
@@ -218,7 +216,6 @@ impl Default for MetaManager {
             context_send_group: "hub".to_owned(),
             context_send_module: "websocket".to_owned(),
             remote_query_timeout: 60,
-            pod_status_sync_interval: 60,
             meta_server: MetaServer::default(),
         }
     }

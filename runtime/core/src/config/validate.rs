@@ -206,12 +206,6 @@ fn meta_manager(m: &MetaManager, v: &mut Checker) {
         1,
         "seconds",
     );
-    v.at_least(
-        &format!("{P}.podStatusSyncInterval"),
-        m.pod_status_sync_interval,
-        0,
-        "seconds; 0 disables",
-    );
     if m.enable && m.meta_server.enable {
         v.fail(
             &format!("{P}.metaServer.enable"),
@@ -653,9 +647,6 @@ mod tests {
         c.modules.meta_manager.remote_query_timeout = 0;
         rejects(&c, "modules.metaManager.remoteQueryTimeout", ">= 1");
         let mut c = EdgeCoreConfig::default();
-        c.modules.meta_manager.pod_status_sync_interval = -1;
-        rejects(&c, "modules.metaManager.podStatusSyncInterval", ">= 0");
-        c.modules.meta_manager.pod_status_sync_interval = 0;
         c.validate().unwrap();
         c.modules.meta_manager.meta_server.enable = true;
         rejects(

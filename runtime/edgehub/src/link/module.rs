@@ -253,7 +253,9 @@ impl EdgeHub {
         let cancel = ctx.token().clone();
         loop {
             ctx.alive();
-            if unread && ready.is_empty() {
+            // Read on while fewer than a batch wait: messages held for a device's answer must
+            // not keep newer messages of other resources unread.
+            if unread && ready.len() < FLUSH_BATCH {
                 match self.outbox.oldest(loaded, FLUSH_BATCH).await {
                     Ok(batch) if batch.is_empty() => unread = false,
                     Ok(batch) => {
@@ -272,8 +274,9 @@ impl EdgeHub {
             // A token now sends at once; otherwise wait for the bucket (rate limit). A device
             // message whose predecessor is unanswered waits for the answer (see AnswerGate).
             let now = Instant::now();
-            let held = ready.front().is_some_and(|(_, m)| gate.holds(m, now));
-            let send_wait = (!ready.is_empty() && !held).then(|| bucket.ready_in(now));
+            let sendable = !gate.pick(ready.iter().map(|(_, m)| m), 1, now).is_empty();
+            let held = !ready.is_empty() && !sendable;
+            let send_wait = sendable.then(|| bucket.ready_in(now));
             let send_now = send_wait == Some(std::time::Duration::ZERO);
             let gives_up = gate.gives_up_at().unwrap_or(now);
             tokio::select! {
@@ -318,18 +321,18 @@ impl EdgeHub {
                     mark = written.filter(|w| Some(*w) != confirmed);
                 }
                 () = std::future::ready(()), if send_now => {
-                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket, &mut gate).await {
+                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket, &mut gate, loaded).await {
                         return Ok(end);
                     }
                 }
                 _ = tokio::time::sleep(send_wait.unwrap_or_default()), if send_wait.is_some() && !send_now => {
-                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket, &mut gate).await {
+                    if let Some(end) = self.send_front(&mut sink, &mut ready, &mut written, bucket, &mut gate, loaded).await {
                         return Ok(end);
                     }
                 }
                 _ = tokio::time::sleep_until(gives_up.into()), if held => {
-                    self.stats.unanswered.fetch_add(1, Ordering::Relaxed);
-                    gate.expire(Instant::now());
+                    let expired = gate.expire(Instant::now());
+                    self.stats.unanswered.fetch_add(expired as u64, Ordering::Relaxed);
                 }
                 _ = self.outbox.changed() => unread = true,
                 msg = ctx.recv() => match msg {
@@ -343,9 +346,10 @@ impl EdgeHub {
         }
     }
 
-    /// Writes the oldest ready messages, as many as the rate limit has tokens for (at most
-    /// [`SEND_BATCH`], and none past a device message held by `gate`), with one flush; `Some`
-    /// when the write broke the link.
+    /// Writes the oldest ready messages that `gate` lets go (see [`AnswerGate::pick`]), as
+    /// many as the rate limit has tokens for (at most [`SEND_BATCH`]), with one flush; `Some`
+    /// when the write broke the link. `written` becomes the newest seq below which every
+    /// message has been written: only those may be removed once delivered.
     async fn send_front(
         &self,
         sink: &mut WsSink,
@@ -353,26 +357,39 @@ impl EdgeHub {
         written: &mut Option<u64>,
         bucket: &mut TokenBucket,
         gate: &mut AnswerGate,
+        loaded: Option<u64>,
     ) -> Option<SessionEnd> {
         let now = Instant::now();
-        let mut n = 0;
-        while n < ready.len().min(SEND_BATCH)
-            && !gate.holds(&ready[n].1, now)
-            && bucket.try_take(now).is_ok()
-        {
-            gate.sent(&ready[n].1, now);
-            n += 1;
-        }
-        if n == 0 {
+        let mut picked = gate.pick(ready.iter().map(|(_, m)| m), SEND_BATCH, now);
+        let tokens = picked
+            .iter()
+            .take_while(|_| bucket.try_take(now).is_ok())
+            .count();
+        picked.truncate(tokens);
+        if picked.is_empty() {
             return None;
         }
-        let batch: Vec<&Message> = ready.iter().take(n).map(|(_, m)| m).collect();
+        let batch: Vec<&Message> = picked.iter().map(|&i| &ready[i].1).collect();
         if let Err(e) = write_batch(sink, &batch, self.settings.write_timeout).await {
             return Some(SessionEnd::Broken(e));
         }
-        *written = Some(ready[n - 1].0);
-        ready.drain(..n);
-        self.stats.sent.fetch_add(n as u64, Ordering::Relaxed);
+        for &i in picked.iter().rev() {
+            if let Some((_, msg)) = ready.remove(i) {
+                gate.sent(&msg, now);
+            }
+        }
+        // Everything loaded below the oldest message still waiting has been written (held
+        // messages may wait below what was just written).
+        let prefix = match ready.front() {
+            Some((seq, _)) => seq.checked_sub(1),
+            None => loaded,
+        };
+        if prefix > *written {
+            *written = prefix;
+        }
+        self.stats
+            .sent
+            .fetch_add(picked.len() as u64, Ordering::Relaxed);
         None
     }
 
