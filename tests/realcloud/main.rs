@@ -106,6 +106,9 @@ fn main() -> ExitCode {
         }
         println!("{}", bed.cloud.logs_tail());
     }
+    if let Err(e) = bed.node.stop() {
+        println!("realcloud: cleaning up the node failed: {e:#}");
+    }
     println!("realcloud: {passed} passed, {failed} failed");
     if failed == 0 {
         ExitCode::SUCCESS

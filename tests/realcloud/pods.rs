@@ -10,14 +10,80 @@ use wedge_tests::realcloud::wait_for;
 
 use crate::Bed;
 
-/// The pod of `../shared/realcloud/manifests/pod-busybox.yaml`: a ConfigMap volume and a
-/// Secret in its environment.
+/// The pod of `../shared/realcloud/manifests/pod-busybox.yaml` (a ConfigMap volume and a
+/// Secret in its environment), with what a real cluster adds: an init container, and the
+/// `kube-api-access-*` volume the ServiceAccount admission plugin injects (off on this
+/// apiserver, so the manifest carries it, exactly as the plugin writes it).
 const POD: &str = "rc-busybox";
+
+/// Where the service-account volume is mounted, as in every Kubernetes pod.
+const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 fn manifest(bed: &Bed) -> Result<String> {
     let path = wedge_tests::realcloud::shared_dir()?.join("realcloud/manifests/pod-busybox.yaml");
     let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
-    Ok(text.replace("__NODE__", &bed.node.name))
+    let text = text.replace("__NODE__", &bed.node.name);
+    // The shared pod opts out of the token; a real cluster's pod has it.
+    let text = text.replace(
+        "  automountServiceAccountToken: false\n",
+        "  serviceAccountName: default\n",
+    );
+    let text = text.replace("  containers:\n", INIT_CONTAINERS);
+    let text = text.replace(
+        "    volumeMounts:\n    - name: conf\n      mountPath: /etc/rc\n",
+        MOUNTS,
+    );
+    let text = text.replace("  volumes:\n", VOLUMES);
+    Ok(text)
+}
+
+/// An init container that leaves a file for the app container (it replaces the manifest's
+/// `  containers:` line).
+const INIT_CONTAINERS: &str = r#"  initContainers:
+  - name: prepare
+    image: wedge-test/busybox:1
+    imagePullPolicy: Never
+    command: [sh, -c, "echo prepared-by-init > /work/ready"]
+    volumeMounts:
+    - {name: work, mountPath: /work}
+  containers:
+"#;
+
+/// The app container's mounts: the manifest's ConfigMap, the init container's work
+/// directory, and the service-account volume where every pod has it.
+const MOUNTS: &str = r#"    volumeMounts:
+    - name: conf
+      mountPath: /etc/rc
+    - {name: work, mountPath: /work}
+    - {name: kube-api-access-rc, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
+"#;
+
+/// The volumes added: the work directory, and `kube-api-access-*` exactly as the
+/// ServiceAccount admission plugin writes it (it replaces the `  volumes:` line).
+const VOLUMES: &str = r#"  volumes:
+  - name: work
+    emptyDir: {}
+  - name: kube-api-access-rc
+    projected:
+      defaultMode: 420
+      sources:
+      - serviceAccountToken: {expirationSeconds: 3607, path: token}
+      - configMap:
+          name: kube-root-ca.crt
+          items: [{key: ca.crt, path: ca.crt}]
+      - downwardAPI:
+          items: [{path: namespace, fieldRef: {apiVersion: v1, fieldPath: metadata.namespace}}]
+"#;
+
+/// What a cluster's controllers would have made and this cloud has not: the `default`
+/// ServiceAccount and the `kube-root-ca.crt` ConfigMap.
+fn service_account_objects(bed: &Bed) -> Result<String> {
+    let ca = std::fs::read_to_string(bed.cloud.state_dir().join("pki/ca.crt"))?;
+    let ca_yaml: String = ca.lines().map(|l| format!("    {l}\n")).collect();
+    Ok(format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: default\n  namespace: default\n---\n\
+apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-root-ca.crt\n  namespace: default\ndata:\n  ca.crt: |\n{ca_yaml}"
+    ))
 }
 
 /// The condition of `kind` in a pod's status.
@@ -57,14 +123,17 @@ fn containers_of(name: &str) -> Result<Vec<String>> {
         .collect())
 }
 
-/// A file's text inside pod `pod`'s container `container`.
-fn file_in(pod: &str, container: &str, path: &str) -> Result<String> {
+/// A file's text inside the running container `container` of pod `pod` (this incarnation of
+/// it: by the uid the cloud gave it).
+fn file_in(bed: &Bed, pod: &str, container: &str, path: &str) -> Result<String> {
+    let object = bed.cloud.get(&["pod", pod])?;
+    let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
     let out = Command::new("docker")
         .args([
             "ps",
             "-q",
             "--filter",
-            &format!("label=io.kubernetes.pod.name={pod}"),
+            &format!("label=io.kubernetes.pod.uid={uid}"),
             "--filter",
             &format!("label=io.kubernetes.container.name={container}"),
         ])
@@ -102,11 +171,14 @@ spec:
     )
 }
 
-/// `kubectl apply` of a pod with a ConfigMap volume and Secret env → Running, with the status
-/// fields a kubelet v1.32 writes.
+/// `kubectl apply` of a pod with a ConfigMap volume, Secret env, an init container and the
+/// service-account volume → Running, with the status fields a kubelet v1.32 writes; the init
+/// container ran first and the token, CA and namespace are in the pod.
 pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
+    bed.cloud.apply(&service_account_objects(bed)?)?;
+    let manifest = manifest(bed)?;
     let applied = Instant::now();
-    bed.cloud.apply(&manifest(bed)?)?;
+    bed.cloud.apply(&manifest)?;
     let pod = wait_running(bed, POD, Duration::from_secs(90))?;
     println!("    apply -> Running in {:.1?}", applied.elapsed());
     let status = &pod["status"];
@@ -129,8 +201,22 @@ pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
             "condition {kind}: {c:?} in {status}"
         );
     }
-    let conf = file_in(POD, "main", "/etc/rc/app.conf")?;
+    let conf = file_in(bed, POD, "main", "/etc/rc/app.conf")?;
     ensure!(conf.contains("mode=edge"), "ConfigMap volume: {conf:?}");
+    let token = file_in(bed, POD, "main", &format!("{SA_DIR}/token"))?;
+    ensure!(
+        token.split('.').count() == 3,
+        "service-account token is no JWT: {token:?}"
+    );
+    let namespace = file_in(bed, POD, "main", &format!("{SA_DIR}/namespace"))?;
+    ensure!(namespace == "default", "namespace file: {namespace:?}");
+    let ca = file_in(bed, POD, "main", &format!("{SA_DIR}/ca.crt"))?;
+    ensure!(ca.contains("BEGIN CERTIFICATE"), "ca.crt: {ca:?}");
+    let prepared = file_in(bed, POD, "main", "/work/ready")?;
+    ensure!(
+        prepared.contains("prepared-by-init"),
+        "the init container did not run first: {prepared:?}"
+    );
     Ok(())
 }
 
@@ -174,7 +260,7 @@ pub fn a_configmap_edit_reaches_the_running_pod(bed: &mut Bed) -> Result<()> {
         "the edited ConfigMap in the pod",
         Duration::from_secs(90),
         || {
-            let conf = file_in(POD, "main", "/etc/rc/app.conf")?;
+            let conf = file_in(bed, POD, "main", "/etc/rc/app.conf")?;
             Ok(conf.contains("mode=edited").then_some(()))
         },
     )?;

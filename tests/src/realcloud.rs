@@ -181,6 +181,11 @@ impl RealCloud {
             .unwrap_or_default()
     }
 
+    /// The cloud's state directory (PKI, logs, kubeconfig).
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
     /// The join token (`keadm gettoken`).
     pub fn token(&self) -> Result<String> {
         let token = std::fs::read_to_string(self.state.path().join("token"))?;
@@ -370,6 +375,36 @@ impl RealNodeOptions {
     }
 }
 
+/// Removes every container the node called `node` left on the Docker engine (a node killed
+/// by a test leaves its pods running; the next run's node of that name would find them).
+pub fn remove_node_containers(node: &str) -> Result<()> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=io.wedge.node={node}"),
+        ])
+        .output()
+        .context("docker ps (a Docker engine must run: bash .ci/setup)")?;
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    if !ids.is_empty() {
+        let status = Command::new("docker")
+            .args(["rm", "-f"])
+            .args(&ids)
+            .stdout(Stdio::null())
+            .status()?;
+        ensure!(
+            status.success(),
+            "docker rm -f of node {node}'s containers failed"
+        );
+    }
+    Ok(())
+}
+
 /// A `wedge run` node joined to a [`RealCloud`] with its join token, the way an operator
 /// joins one: the token, the CloudHub addresses, and the rest at their defaults.
 pub struct RealNode {
@@ -391,6 +426,9 @@ impl RealNode {
     /// Writes the node's edgecore.yaml, starts it and waits until it is healthy (its
     /// certificate bootstrapped with the token).
     pub fn join(cloud: &RealCloud, options: RealNodeOptions) -> Result<RealNode> {
+        if options.edged {
+            remove_node_containers(&options.name)?;
+        }
         let dir = tempfile::Builder::new()
             .prefix(&format!("wedge-{}-", options.name))
             .tempdir()?;
@@ -453,6 +491,12 @@ modules:
         self.daemon = daemon;
         self.admin = admin;
         Ok(())
+    }
+
+    /// Stops the node (SIGTERM) and removes the containers it ran.
+    pub fn stop(&mut self) -> Result<()> {
+        let _ = self.daemon.stop(libc::SIGTERM, Duration::from_secs(10));
+        remove_node_containers(&self.name)
     }
 
     /// The node's directory (config, certificates, data, kubelet root).

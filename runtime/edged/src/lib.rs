@@ -32,6 +32,7 @@ pub mod plan;
 pub mod pod;
 pub mod probe;
 pub mod projected;
+pub mod projected_volume;
 pub mod quantity;
 pub mod sandbox;
 pub mod static_pods;

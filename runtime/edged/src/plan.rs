@@ -51,6 +51,14 @@ pub fn volume_source(pod: &Pod, name: &str, pods_root: &Path) -> Option<(PathBuf
         )),
         "configMap" => Some((volume_dir(pods_root, uid, Kind::ConfigMap, name), true)),
         "secret" => Some((volume_dir(pods_root, uid, Kind::Secret, name), true)),
+        "projected" => Some((
+            crate::projected::plugin_dir(pods_root, uid, crate::projected::PROJECTED, name),
+            true,
+        )),
+        "downwardAPI" => Some((
+            crate::projected::plugin_dir(pods_root, uid, crate::projected::DOWNWARD_API, name),
+            true,
+        )),
         _ => None,
     }
 }

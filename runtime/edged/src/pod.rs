@@ -101,6 +101,10 @@ pub struct PodSpec {
     /// Runtime class (a Wasm class runs the pod in the Wasm host).
     #[serde(default)]
     pub runtime_class_name: Option<String>,
+    /// The service account whose token a `serviceAccountToken` projection carries
+    /// (`default` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
     /// Seconds its containers get between SIGTERM and SIGKILL when the pod is deleted
     /// (Kubernetes' default: 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,7 +307,19 @@ pub struct Volume {
 }
 
 /// Volume sources edged knows how to provide.
-pub const SUPPORTED_VOLUME_SOURCES: [&str; 4] = ["hostPath", "emptyDir", "configMap", "secret"];
+pub const SUPPORTED_VOLUME_SOURCES: [&str; 6] = [
+    "hostPath",
+    "emptyDir",
+    "configMap",
+    "secret",
+    "projected",
+    "downwardAPI",
+];
+
+/// Sources of a `projected` volume edged knows how to provide (the `kube-api-access-*`
+/// volume uses the first, third and fourth).
+pub const SUPPORTED_PROJECTIONS: [&str; 4] =
+    ["serviceAccountToken", "configMap", "secret", "downwardAPI"];
 
 /// Why a pod cannot be run as specified; the text goes into the pod's status.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -427,6 +443,28 @@ pub fn validate(pod: &Pod) -> Result<(), SpecError> {
         }
         let sources: Vec<&String> = v.source.keys().collect();
         match sources.as_slice() {
+            [one] if one.as_str() == "projected" => {
+                let projections = v.source[*one]["sources"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                for (j, projection) in projections.iter().enumerate() {
+                    let kinds: Vec<&String> = projection
+                        .as_object()
+                        .map(|o| o.keys().collect())
+                        .unwrap_or_default();
+                    match kinds.as_slice() {
+                        [kind] if SUPPORTED_PROJECTIONS.contains(&kind.as_str()) => {}
+                        _ => {
+                            return Err(SpecError::invalid(format!(
+                                "spec.volumes[{i}].projected.sources[{j}] ({}): {kinds:?} is not supported; use one of {}",
+                                v.name,
+                                SUPPORTED_PROJECTIONS.join(", ")
+                            )));
+                        }
+                    }
+                }
+            }
             [one] if SUPPORTED_VOLUME_SOURCES.contains(&one.as_str()) => {}
             [one] => {
                 return Err(SpecError::invalid(format!(

@@ -22,11 +22,7 @@ pub fn volume_dir(pods_root: &Path, uid: &str, kind: Kind, volume: &str) -> Path
         Kind::ConfigMap => "kubernetes.io~configmap",
         Kind::Secret => "kubernetes.io~secret",
     };
-    pods_root
-        .join(uid)
-        .join("volumes")
-        .join(plugin)
-        .join(volume)
+    plugin_dir(pods_root, uid, plugin, volume)
 }
 
 /// The object kind and name a volume source projects, if it is one.
@@ -41,12 +37,27 @@ fn projected(kind: &str, source: &Value) -> Option<(Kind, String)> {
 /// Whether one of `pod`'s volumes shows ConfigMap or Secret `name` (of the pod's namespace):
 /// a change of that object is written into the running pod.
 pub fn shows(pod: &Pod, kind: Kind, name: &str) -> bool {
+    let names = |k: Kind, source: &Value| {
+        let key = match k {
+            Kind::ConfigMap => "name",
+            Kind::Secret => "secretName",
+        };
+        k == kind && source[key].as_str() == Some(name)
+    };
     pod.spec.volumes.iter().any(|volume| {
         volume
             .source
             .iter()
-            .filter_map(|(source_kind, source)| projected(source_kind, source))
-            .any(|(k, n)| k == kind && n == name)
+            .any(|(source_kind, source)| match source_kind.as_str() {
+                "configMap" => names(Kind::ConfigMap, source),
+                "secret" => names(Kind::Secret, source),
+                // A projection names its ConfigMaps and Secrets by `name`.
+                "projected" => source["sources"].as_array().into_iter().flatten().any(|p| {
+                    (kind == Kind::ConfigMap && p["configMap"]["name"].as_str() == Some(name))
+                        || (kind == Kind::Secret && p["secret"]["name"].as_str() == Some(name))
+                }),
+                _ => false,
+            })
     })
 }
 
@@ -79,7 +90,18 @@ impl<'a> Objects<'a> {
         Ok(self.seen.get(&key).and_then(Option::as_ref))
     }
 
-    fn missing(&self, kind: Kind, name: &str) -> String {
+    /// The bus the objects are asked through (service-account tokens go the same way).
+    pub fn bus(&self) -> &'a Bus {
+        self.bus
+    }
+
+    /// How long one answer may take.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Why object `kind`/`name` cannot be had, for a status message.
+    pub(crate) fn missing(&self, kind: Kind, name: &str) -> String {
         let label = match kind {
             Kind::ConfigMap => "configmap",
             Kind::Secret => "secret",
@@ -91,49 +113,91 @@ impl<'a> Objects<'a> {
     }
 }
 
-/// Writes every `configMap` and `secret` volume of `pod`. An object or key that is missing
-/// (and not `optional`) is an error naming it: the pod waits and this is tried again.
+/// Writes every `configMap`, `secret`, `projected` and `downwardAPI` volume of `pod`. An
+/// object or key that is missing (and not `optional`) is an error naming it: the pod waits
+/// and this is tried again. `Ok` carries the lifetime of the shortest-lived service-account
+/// token written, after which the volumes must be written again.
 pub async fn write_volumes(
     pod: &Pod,
     pods_root: &Path,
     objects: &mut Objects<'_>,
-) -> Result<(), String> {
+) -> Result<Option<Duration>, String> {
+    let mut shortest: Option<Duration> = None;
     for volume in &pod.spec.volumes {
         let Some((source_kind, source)) = volume.source.iter().next() else {
             continue;
         };
-        let Some((kind, name)) = projected(source_kind, source) else {
-            continue;
-        };
-        let optional = source["optional"].as_bool().unwrap_or(false);
-        let data = match objects.get(kind, &name).await? {
-            Some(data) => data.clone(),
-            None if optional => ObjectData::new(),
-            None => {
-                return Err(format!(
-                    "volume {}: {}",
-                    volume.name,
-                    objects.missing(kind, &name)
-                ));
+        let in_volume = |e: String| format!("volume {}: {e}", volume.name);
+        let (files, dir) = match source_kind.as_str() {
+            "projected" => {
+                let (files, ttl) = crate::projected_volume::projected_files(pod, source, objects)
+                    .await
+                    .map_err(in_volume)?;
+                if let Some(ttl) = ttl {
+                    shortest = Some(shortest.map_or(ttl, |s| s.min(ttl)));
+                }
+                (
+                    files,
+                    plugin_dir(pods_root, &pod.metadata.uid, PROJECTED, &volume.name),
+                )
+            }
+            "downwardAPI" => {
+                let mode = source["defaultMode"].as_u64().map_or(0o644, |m| m as u32);
+                let files = crate::projected_volume::downward_files(pod, source, mode)
+                    .map_err(in_volume)?;
+                (
+                    files,
+                    plugin_dir(pods_root, &pod.metadata.uid, DOWNWARD_API, &volume.name),
+                )
+            }
+            _ => {
+                let Some((kind, name)) = projected(source_kind, source) else {
+                    continue;
+                };
+                let optional = source["optional"].as_bool().unwrap_or(false);
+                let data = match objects.get(kind, &name).await? {
+                    Some(data) => data.clone(),
+                    None if optional => ObjectData::new(),
+                    None => return Err(in_volume(objects.missing(kind, &name))),
+                };
+                let default_mode =
+                    source["defaultMode"]
+                        .as_u64()
+                        .map(|m| m as u32)
+                        .unwrap_or(match kind {
+                            Kind::ConfigMap => 0o644,
+                            Kind::Secret => 0o400,
+                        });
+                let files =
+                    select_files(&data, source, default_mode, optional).map_err(in_volume)?;
+                (
+                    files,
+                    volume_dir(pods_root, &pod.metadata.uid, kind, &volume.name),
+                )
             }
         };
-        let default_mode = source["defaultMode"]
-            .as_u64()
-            .map(|m| m as u32)
-            .unwrap_or(match kind {
-                Kind::ConfigMap => 0o644,
-                Kind::Secret => 0o400,
-            });
-        let files = select_files(&data, source, default_mode, optional)
-            .map_err(|e| format!("volume {}: {e}", volume.name))?;
-        let dir = volume_dir(pods_root, &pod.metadata.uid, kind, &volume.name);
-        replace_dir(&dir, &files).map_err(|e| format!("volume {}: {e}", volume.name))?;
+        replace_dir(&dir, &files).map_err(in_volume)?;
     }
-    Ok(())
+    Ok(shortest)
+}
+
+/// The kubelet plugin directory of `projected` volumes.
+pub const PROJECTED: &str = "kubernetes.io~projected";
+
+/// The kubelet plugin directory of `downwardAPI` volumes.
+pub const DOWNWARD_API: &str = "kubernetes.io~downward-api";
+
+/// Where a volume of kubelet plugin `plugin` lives: `<pods_root>/<uid>/volumes/<plugin>/<name>`.
+pub fn plugin_dir(pods_root: &Path, uid: &str, plugin: &str, volume: &str) -> PathBuf {
+    pods_root
+        .join(uid)
+        .join("volumes")
+        .join(plugin)
+        .join(volume)
 }
 
 /// The files of a projection: every key, or the listed `items` (key → path, mode).
-fn select_files(
+pub(crate) fn select_files(
     data: &ObjectData,
     source: &Value,
     default_mode: u32,
@@ -163,7 +227,7 @@ fn select_files(
 }
 
 /// A relative path inside the volume; `..`, absolute paths and empty names are refused.
-fn safe_path(path: &str) -> Result<PathBuf, String> {
+pub(crate) fn safe_path(path: &str) -> Result<PathBuf, String> {
     let p = Path::new(path);
     let ok = !path.is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)));
     if ok {

@@ -31,6 +31,9 @@ pub(super) struct PodState {
     pub(super) backoff: HashMap<String, (Instant, Duration)>,
     /// ConfigMap and Secret volumes are written (tried at every sync until they are).
     pub(super) volumes_ready: bool,
+    /// When the volumes must be written again: 80 % into the lifetime of the shortest-lived
+    /// service-account token they hold, as kubelet refreshes tokens.
+    pub(super) volumes_refresh: Option<Instant>,
     /// Wasm pods: the module each container runs.
     pub(super) wasm: HashMap<String, WasmContainer>,
     /// The pod's start time and condition transition times, for its status.
@@ -239,13 +242,17 @@ impl PodSync {
         };
         let bus = self.bus.clone();
         let mut objects = Objects::new(&bus, pod, self.settings().object_timeout);
-        if !lock(&job.state).volumes_ready {
+        let refresh_due = lock(&job.state)
+            .volumes_refresh
+            .is_some_and(|at| Instant::now() >= at);
+        if refresh_due || !lock(&job.state).volumes_ready {
             let written = write_volumes(pod, &self.settings().pods_root, &mut objects).await;
             let mut state = lock(&job.state);
             outcome.changed = true;
             match written {
-                Ok(()) => {
+                Ok(token_lifetime) => {
                     state.volumes_ready = true;
+                    state.volumes_refresh = token_lifetime.map(|ttl| Instant::now() + ttl * 4 / 5);
                     state.waiting.clear();
                 }
                 Err(message) => {
