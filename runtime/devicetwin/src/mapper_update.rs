@@ -174,13 +174,15 @@ pub fn apply(
     for (key, update) in &request.twin {
         let previous = twins.get(key).cloned();
         match (update, previous) {
-            // Deletion: only of an optional, live twin.
+            // Deletion: only of an optional, live twin. A side counts as present when it has
+            // a version: that side is cleared and its version bumped; a side that never had a
+            // version keeps none (edgecore does not store one for it either).
             (None, Some(old)) if old.optional && !old.is_deleted() => {
                 let new = StoredTwin {
                     expected: None,
                     actual: None,
-                    expected_version: Some(bump(old.expected_version)),
-                    actual_version: Some(bump(old.actual_version)),
+                    expected_version: old.expected_version.map(|v| bump(Some(v))),
+                    actual_version: old.actual_version.map(|v| bump(Some(v))),
                     optional: old.optional,
                     attr_type: DELETED.to_owned(),
                 };
@@ -192,19 +194,7 @@ pub fn apply(
                         current: None,
                     },
                 );
-                edge.insert(
-                    key.clone(),
-                    Some(Twin {
-                        expected: Some(TwinValue::default()),
-                        actual: Some(TwinValue::default()),
-                        metadata: Some(TypeMetadata {
-                            kind: DELETED.to_owned(),
-                        }),
-                        expected_version: new.expected_version,
-                        actual_version: new.actual_version,
-                        ..Twin::default()
-                    }),
-                );
+                edge.insert(key.clone(), Some(deletion_report(&new)));
                 twins.insert(key.clone(), new);
                 changed.push(key.clone());
             }
@@ -301,6 +291,22 @@ pub fn apply(
         }),
         changed,
     })
+}
+
+/// The `edge_updated` entry of a twin a mapper deleted, as edgecore v1.23 sends it: an empty
+/// value (`{}`) for each side that has a version, `optional`, type `deleted`, and both versions
+/// always written — a side without one as `{"cloud":0,"edge":0}`.
+fn deletion_report(deleted: &StoredTwin) -> Twin {
+    Twin {
+        expected: deleted.expected_version.map(|_| TwinValue::default()),
+        actual: deleted.actual_version.map(|_| TwinValue::default()),
+        optional: Some(deleted.optional),
+        metadata: Some(TypeMetadata {
+            kind: DELETED.to_owned(),
+        }),
+        expected_version: Some(deleted.expected_version.unwrap_or_default()),
+        actual_version: Some(deleted.actual_version.unwrap_or_default()),
+    }
 }
 
 /// The device-wide delta: every live twin with a desired value, and the keys whose desired value
