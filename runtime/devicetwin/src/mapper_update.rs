@@ -174,10 +174,15 @@ pub fn apply(
     for (key, update) in &request.twin {
         let previous = twins.get(key).cloned();
         match (update, previous) {
-            // Deletion: only of an optional, live twin. A side counts as present when it has
-            // a version: that side is cleared and its version bumped; a side that never had a
-            // version keeps none (edgecore does not store one for it either).
-            (None, Some(old)) if old.optional && !old.is_deleted() => {
+            // Deletion: only of an optional, live twin with at least one written side (one
+            // with a version). Each such side is cleared and its version bumped; a side that
+            // never had a version keeps none (edgecore stores none for it either). A twin with
+            // no version at all is left alone and nothing is reported, as on edgecore.
+            (None, Some(old))
+                if old.optional
+                    && !old.is_deleted()
+                    && (old.expected_version.is_some() || old.actual_version.is_some()) =>
+            {
                 let new = StoredTwin {
                     expected: None,
                     actual: None,
@@ -293,10 +298,16 @@ pub fn apply(
     })
 }
 
-/// The `edge_updated` entry of a twin a mapper deleted, as edgecore v1.23 sends it: an empty
-/// value (`{}`) for each side that has a version, `optional`, type `deleted`, and both versions
-/// always written — a side without one as `{"cloud":0,"edge":0}`.
+/// The `edge_updated` entry of a twin a mapper deleted, as edgecore v1.23.1 sends it: `{}` for
+/// each side that has a version, `optional`, type `deleted`, and the versions — the reported
+/// side's only when it has one, the desired side's always once the reported side has one
+/// (`{"cloud":0,"edge":0}` when the desired side never had a version).
 fn deletion_report(deleted: &StoredTwin) -> Twin {
+    let expected_version = match (deleted.expected_version, deleted.actual_version) {
+        (Some(v), _) => Some(v),
+        (None, Some(_)) => Some(Version::default()),
+        (None, None) => None,
+    };
     Twin {
         expected: deleted.expected_version.map(|_| TwinValue::default()),
         actual: deleted.actual_version.map(|_| TwinValue::default()),
@@ -304,8 +315,8 @@ fn deletion_report(deleted: &StoredTwin) -> Twin {
         metadata: Some(TypeMetadata {
             kind: DELETED.to_owned(),
         }),
-        expected_version: Some(deleted.expected_version.unwrap_or_default()),
-        actual_version: Some(deleted.actual_version.unwrap_or_default()),
+        expected_version,
+        actual_version: deleted.actual_version,
     }
 }
 

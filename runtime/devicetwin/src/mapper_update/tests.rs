@@ -251,6 +251,55 @@ fn deleting_a_reported_only_twin_leaves_its_desired_side_without_a_version() {
 }
 
 #[test]
+fn deleting_a_desired_only_twin_reports_no_reported_version() {
+    // edgecore v1.23.1 (seen against CloudCore v1.23.1) writes no `actual_version` here.
+    let mut twins = DeviceTwins::new();
+    let write =
+        r#"{"event_id":"a","twin":{"flow":{"expected":{"value":"3"},"metadata":{"type":"int"}}}}"#;
+    apply(&mut twins, &request(write), NOW, &mut ids()).unwrap();
+    let out = apply(
+        &mut twins,
+        &request(r#"{"event_id":"d","twin":{"flow":null}}"#),
+        NOW,
+        &mut ids(),
+    )
+    .unwrap();
+    assert_eq!(
+        to_json(&out.edge_updated.unwrap()),
+        r#"{"event_id":"fresh-1","timestamp":1700000000500,"twin":{"flow":{"expected":{},"optional":true,"metadata":{"type":"deleted"},"expected_version":{"cloud":0,"edge":2}}}}"#
+    );
+    assert_eq!(twins["flow"].actual_version, None);
+}
+
+#[test]
+fn a_twin_without_any_version_is_not_deleted() {
+    // Nothing was ever written to it: edgecore leaves it as it is and reports nothing.
+    let mut twins: DeviceTwins = [(
+        "spare".to_owned(),
+        StoredTwin {
+            optional: true,
+            attr_type: "int".into(),
+            ..StoredTwin::default()
+        },
+    )]
+    .into();
+    let before = twins.clone();
+    let out = apply(
+        &mut twins,
+        &request(r#"{"event_id":"d","twin":{"spare":null}}"#),
+        NOW,
+        &mut ids(),
+    )
+    .unwrap();
+    assert_eq!(
+        to_json(&out.result),
+        r#"{"event_id":"d","timestamp":1700000000500,"twin":{}}"#
+    );
+    assert!(out.edge_updated.is_none() && out.document.is_none());
+    assert_eq!(twins, before);
+}
+
+#[test]
 fn a_no_op_request_still_answers_and_publishes_the_delta() {
     let mut twins = thermo();
     let out = apply(
