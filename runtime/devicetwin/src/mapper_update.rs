@@ -174,13 +174,20 @@ pub fn apply(
     for (key, update) in &request.twin {
         let previous = twins.get(key).cloned();
         match (update, previous) {
-            // Deletion: only of an optional, live twin.
-            (None, Some(old)) if old.optional && !old.is_deleted() => {
+            // Deletion: only of an optional, live twin with at least one written side (one
+            // with a version). Each such side is cleared and its version bumped; a side that
+            // never had a version keeps none (edgecore stores none for it either). A twin with
+            // no version at all is left alone and nothing is reported, as on edgecore.
+            (None, Some(old))
+                if old.optional
+                    && !old.is_deleted()
+                    && (old.expected_version.is_some() || old.actual_version.is_some()) =>
+            {
                 let new = StoredTwin {
                     expected: None,
                     actual: None,
-                    expected_version: Some(bump(old.expected_version)),
-                    actual_version: Some(bump(old.actual_version)),
+                    expected_version: old.expected_version.map(|v| bump(Some(v))),
+                    actual_version: old.actual_version.map(|v| bump(Some(v))),
                     optional: old.optional,
                     attr_type: DELETED.to_owned(),
                 };
@@ -192,19 +199,7 @@ pub fn apply(
                         current: None,
                     },
                 );
-                edge.insert(
-                    key.clone(),
-                    Some(Twin {
-                        expected: Some(TwinValue::default()),
-                        actual: Some(TwinValue::default()),
-                        metadata: Some(TypeMetadata {
-                            kind: DELETED.to_owned(),
-                        }),
-                        expected_version: new.expected_version,
-                        actual_version: new.actual_version,
-                        ..Twin::default()
-                    }),
-                );
+                edge.insert(key.clone(), Some(deletion_report(&new)));
                 twins.insert(key.clone(), new);
                 changed.push(key.clone());
             }
@@ -301,6 +296,28 @@ pub fn apply(
         }),
         changed,
     })
+}
+
+/// The `edge_updated` entry of a twin a mapper deleted, as edgecore v1.23.1 sends it: `{}` for
+/// each side that has a version, `optional`, type `deleted`, and the versions — the reported
+/// side's only when it has one, the desired side's always once the reported side has one
+/// (`{"cloud":0,"edge":0}` when the desired side never had a version).
+fn deletion_report(deleted: &StoredTwin) -> Twin {
+    let expected_version = match (deleted.expected_version, deleted.actual_version) {
+        (Some(v), _) => Some(v),
+        (None, Some(_)) => Some(Version::default()),
+        (None, None) => None,
+    };
+    Twin {
+        expected: deleted.expected_version.map(|_| TwinValue::default()),
+        actual: deleted.actual_version.map(|_| TwinValue::default()),
+        optional: Some(deleted.optional),
+        metadata: Some(TypeMetadata {
+            kind: DELETED.to_owned(),
+        }),
+        expected_version,
+        actual_version: deleted.actual_version,
+    }
 }
 
 /// The device-wide delta: every live twin with a desired value, and the keys whose desired value

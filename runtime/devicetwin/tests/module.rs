@@ -376,6 +376,69 @@ async fn mapper_update_publishes_result_document_delta_and_edge_updated_only_whi
     node.stop().await;
 }
 
+/// A mapper deletes a twin it created with a report: the cloud gets what edgecore v1.23.1 sends
+/// (seen against CloudCore v1.23.1), and the desired side, which never had a version, gets none.
+#[tokio::test]
+async fn a_mapper_deletion_reports_only_the_sides_that_had_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::start(dir.path(), settings(), SEED_THERMO).await;
+    connect(&mut node).await;
+
+    node.mqtt(
+        UPDATE,
+        r#"{"event_id":"add","timestamp":0,"twin":{"humidity":{"actual":{"value":"40"},"metadata":{"type":"int"}}}}"#,
+    )
+    .await;
+    node.publishes(3).await;
+    let added = next(&mut node.cloud).await;
+    assert_cloud_route(&added, "update", EDGE_UPDATED);
+
+    node.mqtt(
+        UPDATE,
+        r#"{"event_id":"del","timestamp":0,"twin":{"humidity":null}}"#,
+    )
+    .await;
+    let out = node.publishes(3).await;
+    assert_eq!(out[0].topic, RESULT);
+    let now = out[0].timestamp().to_string();
+    let deleted = next(&mut node.cloud).await;
+    assert_cloud_route(&deleted, "update", EDGE_UPDATED);
+    let content: serde_json::Value = serde_json::from_str(deleted.content.raw()).unwrap();
+    let event_id = content["event_id"].as_str().unwrap().to_owned();
+    assert_fresh_id(&event_id);
+    assert_eq!(
+        deleted.content.raw(),
+        fill(
+            r#"{"event_id":"{id}","timestamp":{now},"twin":{"humidity":{"actual":{},"optional":true,"metadata":{"type":"deleted"},"expected_version":{"cloud":0,"edge":0},"actual_version":{"cloud":0,"edge":2}}}}"#,
+            &[("now", now), ("id", event_id)]
+        )
+    );
+    let row = node.twin_row(THERMO, "humidity").unwrap();
+    assert_eq!(
+        (
+            row.attr_type.as_str(),
+            row.expected_version.as_str(),
+            row.actual_version.as_str()
+        ),
+        ("deleted", "", r#"{"cloud":0,"edge":2}"#)
+    );
+
+    // A twin with both sides: both come back empty, both versions bumped.
+    node.mqtt(
+        UPDATE,
+        r#"{"event_id":"del2","timestamp":0,"twin":{"temperature":null}}"#,
+    )
+    .await;
+    node.publishes(2).await;
+    let deleted = next(&mut node.cloud).await;
+    let content: serde_json::Value = serde_json::from_str(deleted.content.raw()).unwrap();
+    assert_eq!(
+        content["twin"].to_string(),
+        r#"{"temperature":{"actual":{},"actual_version":{"cloud":0,"edge":4},"expected":{},"expected_version":{"cloud":1,"edge":1},"metadata":{"type":"deleted"},"optional":true}}"#
+    );
+    node.stop().await;
+}
+
 #[tokio::test]
 async fn with_an_outbox_cloud_messages_are_stored_with_their_twin_change_even_while_disconnected() {
     let dir = tempfile::tempdir().unwrap();

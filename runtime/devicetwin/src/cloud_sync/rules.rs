@@ -81,7 +81,9 @@ fn whole(old: &StoredTwin) -> Twin {
 /// A sync delete (deal type 3): each side that has a version is checked (a missing request
 /// version is accepted) and cleared. A rejected side refuses the whole delete — nothing changes
 /// and the stored twin goes back with its versions — so the cache never holds a half-deleted
-/// twin.
+/// twin. edgecore v1.23.1 differs when the desired side is accepted and the reported side
+/// refused: it reports the desired side already cleared and the type `deleted`, a state it
+/// keeps only in memory and never stores; Wedge reports the twin it still has.
 fn delete(old: &StoredTwin, request: &Twin) -> KeyOutcome {
     if old.attr_type == DELETED {
         return KeyOutcome::default();

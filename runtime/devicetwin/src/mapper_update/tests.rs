@@ -186,7 +186,7 @@ fn deletion_needs_an_optional_twin_and_re_adding_resets_the_type() {
     assert_eq!(t.expected_version, Some(Version { cloud: 1, edge: 1 }));
     assert_eq!(
         to_json(&out.edge_updated.unwrap()),
-        r#"{"event_id":"fresh-1","timestamp":1700000000500,"twin":{"temperature":{"expected":{},"actual":{},"metadata":{"type":"deleted"},"expected_version":{"cloud":1,"edge":1},"actual_version":{"cloud":0,"edge":4}}}}"#
+        r#"{"event_id":"fresh-1","timestamp":1700000000500,"twin":{"temperature":{"expected":{},"actual":{},"optional":true,"metadata":{"type":"deleted"},"expected_version":{"cloud":1,"edge":1},"actual_version":{"cloud":0,"edge":4}}}}"#
     );
     assert!(out.document.unwrap().twin["temperature"].current.is_none());
     assert_eq!(
@@ -211,6 +211,92 @@ fn deletion_needs_an_optional_twin_and_re_adding_resets_the_type() {
     )
     .unwrap();
     assert_eq!(twins["fixed"].attr_type, "int");
+}
+
+#[test]
+fn deleting_a_reported_only_twin_leaves_its_desired_side_without_a_version() {
+    // What edgecore v1.23.1 sends for this, seen against CloudCore v1.23.1: no `expected` key,
+    // `expected_version` written as zeros, and no version stored for the desired side, so a
+    // later desired write starts at edge 1.
+    let mut twins = DeviceTwins::new();
+    let report = r#"{"event_id":"a","twin":{"humidity":{"actual":{"value":"40"},"metadata":{"type":"int"}}}}"#;
+    apply(&mut twins, &request(report), NOW, &mut ids()).unwrap();
+    let out = apply(
+        &mut twins,
+        &request(r#"{"event_id":"d","twin":{"humidity":null}}"#),
+        NOW,
+        &mut ids(),
+    )
+    .unwrap();
+    assert_eq!(
+        to_json(&out.edge_updated.unwrap()),
+        r#"{"event_id":"fresh-1","timestamp":1700000000500,"twin":{"humidity":{"actual":{},"optional":true,"metadata":{"type":"deleted"},"expected_version":{"cloud":0,"edge":0},"actual_version":{"cloud":0,"edge":2}}}}"#
+    );
+    let t = &twins["humidity"];
+    assert_eq!(
+        (t.expected_version, t.actual_version),
+        (None, Some(Version { cloud: 0, edge: 2 }))
+    );
+    let out = apply(
+        &mut twins,
+        &request(r#"{"event_id":"e","twin":{"humidity":{"expected":{"value":"50"}}}}"#),
+        NOW,
+        &mut ids(),
+    )
+    .unwrap();
+    assert_eq!(
+        to_json(&out.edge_updated.unwrap()),
+        r#"{"event_id":"fresh-2","timestamp":1700000000500,"twin":{"humidity":{"expected":{"value":"50","metadata":{"timestamp":1700000000500}},"optional":true,"metadata":{"type":"string"},"expected_version":{"cloud":0,"edge":1}}}}"#
+    );
+}
+
+#[test]
+fn deleting_a_desired_only_twin_reports_no_reported_version() {
+    // edgecore v1.23.1 (seen against CloudCore v1.23.1) writes no `actual_version` here.
+    let mut twins = DeviceTwins::new();
+    let write =
+        r#"{"event_id":"a","twin":{"flow":{"expected":{"value":"3"},"metadata":{"type":"int"}}}}"#;
+    apply(&mut twins, &request(write), NOW, &mut ids()).unwrap();
+    let out = apply(
+        &mut twins,
+        &request(r#"{"event_id":"d","twin":{"flow":null}}"#),
+        NOW,
+        &mut ids(),
+    )
+    .unwrap();
+    assert_eq!(
+        to_json(&out.edge_updated.unwrap()),
+        r#"{"event_id":"fresh-1","timestamp":1700000000500,"twin":{"flow":{"expected":{},"optional":true,"metadata":{"type":"deleted"},"expected_version":{"cloud":0,"edge":2}}}}"#
+    );
+    assert_eq!(twins["flow"].actual_version, None);
+}
+
+#[test]
+fn a_twin_without_any_version_is_not_deleted() {
+    // Nothing was ever written to it: edgecore leaves it as it is and reports nothing.
+    let mut twins: DeviceTwins = [(
+        "spare".to_owned(),
+        StoredTwin {
+            optional: true,
+            attr_type: "int".into(),
+            ..StoredTwin::default()
+        },
+    )]
+    .into();
+    let before = twins.clone();
+    let out = apply(
+        &mut twins,
+        &request(r#"{"event_id":"d","twin":{"spare":null}}"#),
+        NOW,
+        &mut ids(),
+    )
+    .unwrap();
+    assert_eq!(
+        to_json(&out.result),
+        r#"{"event_id":"d","timestamp":1700000000500,"twin":{}}"#
+    );
+    assert!(out.edge_updated.is_none() && out.document.is_none());
+    assert_eq!(twins, before);
 }
 
 #[test]
