@@ -15,7 +15,7 @@ const WATCH: Duration = Duration::from_secs(180);
 const STALE_AFTER: Duration = Duration::from_secs(25);
 
 /// Starts watching the lease; the returned check waits for the watch to end and judges it.
-pub fn watch(bed: &Bed) -> Box<dyn FnOnce(&mut Bed) -> Result<()>> {
+pub fn watch(bed: &Bed) -> crate::Check {
     let kubectl = bed.cloud.kubectl_client();
     let node = bed.node.name.clone();
     let watcher: JoinHandle<Result<usize>> = std::thread::spawn(move || {

@@ -27,7 +27,8 @@ pub struct Bed {
     pub node: RealNode,
 }
 
-type Check = Box<dyn FnOnce(&mut Bed) -> Result<()>>;
+/// One check: it gets the test bed and says what went wrong.
+pub type Check = Box<dyn FnOnce(&mut Bed) -> Result<()>>;
 
 fn main() -> ExitCode {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
