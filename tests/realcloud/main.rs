@@ -75,6 +75,10 @@ fn main() -> ExitCode {
             "force_delete_removes_the_pod_at_once",
             Box::new(pods::force_delete_removes_the_pod_at_once),
         ),
+        (
+            "a_pod_the_node_cannot_run_names_the_field",
+            Box::new(pods::a_pod_the_node_cannot_run_names_the_field),
+        ),
         ("lease_is_renewed_for_three_minutes", lease_watch),
         (
             "twin_reports_through_an_outage_end_at_the_edges_value",

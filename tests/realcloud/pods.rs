@@ -11,9 +11,9 @@ use wedge_tests::realcloud::wait_for;
 use crate::Bed;
 
 /// The pod of `../shared/realcloud/manifests/pod-busybox.yaml` (a ConfigMap volume and a
-/// Secret in its environment), with what a real cluster adds: an init container, and the
-/// `kube-api-access-*` volume the ServiceAccount admission plugin injects (off on this
-/// apiserver, so the manifest carries it, exactly as the plugin writes it).
+/// Secret in its environment), with what a real cluster adds: the `kube-api-access-*` volume
+/// the ServiceAccount admission plugin injects (off on this apiserver, so the manifest carries
+/// it, exactly as the plugin writes it).
 const POD: &str = "rc-busybox";
 
 /// Where the service-account volume is mounted, as in every Kubernetes pod.
@@ -28,7 +28,6 @@ fn manifest(bed: &Bed) -> Result<String> {
         "  automountServiceAccountToken: false\n",
         "  serviceAccountName: default\n",
     );
-    let text = text.replace("  containers:\n", INIT_CONTAINERS);
     let text = text.replace(
         "    volumeMounts:\n    - name: conf\n      mountPath: /etc/rc\n",
         MOUNTS,
@@ -37,32 +36,17 @@ fn manifest(bed: &Bed) -> Result<String> {
     Ok(text)
 }
 
-/// An init container that leaves a file for the app container (it replaces the manifest's
-/// `  containers:` line).
-const INIT_CONTAINERS: &str = r#"  initContainers:
-  - name: prepare
-    image: wedge-test/busybox:1
-    imagePullPolicy: Never
-    command: [sh, -c, "echo prepared-by-init > /work/ready"]
-    volumeMounts:
-    - {name: work, mountPath: /work}
-  containers:
-"#;
-
-/// The app container's mounts: the manifest's ConfigMap, the init container's work
-/// directory, and the service-account volume where every pod has it.
+/// The app container's mounts: the manifest's ConfigMap, and the service-account volume
+/// where every pod has it.
 const MOUNTS: &str = r#"    volumeMounts:
     - name: conf
       mountPath: /etc/rc
-    - {name: work, mountPath: /work}
     - {name: kube-api-access-rc, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
 "#;
 
-/// The volumes added: the work directory, and `kube-api-access-*` exactly as the
-/// ServiceAccount admission plugin writes it (it replaces the `  volumes:` line).
+/// The volume added: `kube-api-access-*` exactly as the ServiceAccount admission plugin
+/// writes it (it replaces the `  volumes:` line).
 const VOLUMES: &str = r#"  volumes:
-  - name: work
-    emptyDir: {}
   - name: kube-api-access-rc
     projected:
       defaultMode: 420
@@ -171,9 +155,9 @@ spec:
     )
 }
 
-/// `kubectl apply` of a pod with a ConfigMap volume, Secret env, an init container and the
-/// service-account volume → Running, with the status fields a kubelet v1.32 writes; the init
-/// container ran first and the token, CA and namespace are in the pod.
+/// `kubectl apply` of a pod with a ConfigMap volume, Secret env and the service-account
+/// volume → Running, with the status fields a kubelet v1.32 writes; the token, CA and
+/// namespace are in the pod.
 pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
     bed.cloud.apply(&service_account_objects(bed)?)?;
     let manifest = manifest(bed)?;
@@ -212,11 +196,6 @@ pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
     ensure!(namespace == "default", "namespace file: {namespace:?}");
     let ca = file_in(bed, POD, "main", &format!("{SA_DIR}/ca.crt"))?;
     ensure!(ca.contains("BEGIN CERTIFICATE"), "ca.crt: {ca:?}");
-    let prepared = file_in(bed, POD, "main", "/work/ready")?;
-    ensure!(
-        prepared.contains("prepared-by-init"),
-        "the init container did not run first: {prepared:?}"
-    );
     Ok(())
 }
 
@@ -315,5 +294,37 @@ pub fn force_delete_removes_the_pod_at_once(bed: &mut Bed) -> Result<()> {
         Duration::from_secs(15),
         || Ok(containers_of(NAME)?.is_empty().then_some(())),
     )?;
+    Ok(())
+}
+
+/// A pod the node cannot run (here: init containers, not run by edged yet) is not dropped
+/// silently: its status says which field, and nothing of it runs.
+pub fn a_pod_the_node_cannot_run_names_the_field(bed: &mut Bed) -> Result<()> {
+    const NAME: &str = "rc-init";
+    let manifest = stubborn_pod(&bed.node.name, NAME, 2).replace(
+        "  containers:\n",
+        "  initContainers:\n  - name: prepare\n    image: wedge-test/busybox:1\n    imagePullPolicy: Never\n    command: [\"true\"]\n  containers:\n",
+    );
+    bed.cloud.apply(&manifest)?;
+    let status = wait_for(
+        "the refusal in the pod's status",
+        Duration::from_secs(60),
+        || {
+            let pod = bed.cloud.get_opt(&["pod", NAME])?;
+            Ok(pod.map(|p| p["status"].clone()).filter(|s| {
+                s["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("spec.initContainers"))
+            }))
+        },
+    )?;
+    ensure!(status["phase"] == "Pending", "{status}");
+    ensure!(status["reason"] == "InvalidPodSpec", "{status}");
+    ensure!(
+        containers_of(NAME)?.is_empty(),
+        "containers of a refused pod run"
+    );
+    bed.cloud
+        .kubectl(&["delete", "pod", NAME, "--force", "--grace-period=0"])?;
     Ok(())
 }

@@ -86,6 +86,10 @@ pub struct PodSpec {
     /// The containers, started in order.
     #[serde(default)]
     pub containers: Vec<Container>,
+    /// Containers to run to completion before the others. Not run by edged yet: a pod that
+    /// has them is refused with a reason naming the field rather than started without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<serde_json::Value>,
     /// `Always` (default), `OnFailure` or `Never`.
     #[serde(default)]
     pub restart_policy: Option<String>,
@@ -482,6 +486,13 @@ pub fn validate(pod: &Pod) -> Result<(), SpecError> {
             }
         }
     }
+    if !pod.spec.init_containers.is_empty() {
+        return Err(SpecError::invalid(
+            "spec.initContainers: init containers are not supported by this node yet; the pod \
+             is not started without them"
+                .into(),
+        ));
+    }
     if pod.spec.containers.is_empty() {
         return Err(SpecError::invalid(
             "spec.containers: at least one container is required".into(),
@@ -587,6 +598,14 @@ mod tests {
         assert_eq!(p.restart_policy(), "Always");
         assert_eq!(p.spec.volumes[0].source.keys().next().unwrap(), "emptyDir");
         validate(&p).unwrap();
+    }
+
+    #[test]
+    fn a_pod_with_init_containers_is_refused_naming_the_field() {
+        let mut spec = good();
+        spec["spec"]["initContainers"] = serde_json::json!([{"name": "prep", "image": "x"}]);
+        let e = validate(&pod(spec)).unwrap_err();
+        assert!(e.message.starts_with("spec.initContainers"), "{e}");
     }
 
     #[test]

@@ -96,6 +96,7 @@ impl EventBus {
                 }
                 tracing::info!(filter, "unsubscribed");
             }
+            Action::LinkState => {}
             Action::Ignore(why) => {
                 tracing::warn!(
                     source = %msg.route.source,

@@ -36,6 +36,9 @@ pub enum Action {
     Unsubscribe(String),
     /// Nothing to do; the text says why (logged by the caller).
     Ignore(String),
+    /// The cloud link's connect/disconnect broadcast, which edgehub sends to the `bus` group
+    /// as edgecore does: nothing for the eventbus to do, and nothing wrong.
+    LinkState,
 }
 
 /// The action for `msg`, for node `node`.
@@ -85,6 +88,7 @@ pub fn action(msg: &Message, node: &str) -> Action {
             };
             publish(&auth_info_result_topic(node), Bytes::from(payload))
         }
+        wedge_core::message::operation::CONNECT => Action::LinkState,
         other => Action::Ignore(format!("unknown operation {other:?}")),
     }
 }
@@ -115,6 +119,20 @@ mod tests {
             }
             other => panic!("expected a publish, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_cloud_links_state_is_nothing_to_publish_and_no_error() {
+        let connected = msg(
+            "connect",
+            "node/connection",
+            Content::string("cloud_connected"),
+        );
+        assert_eq!(action(&connected, "n"), Action::LinkState);
+        assert!(matches!(
+            action(&msg("frobnicate", "x", Content::null()), "n"),
+            Action::Ignore(_)
+        ));
     }
 
     #[test]

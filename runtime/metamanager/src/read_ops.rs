@@ -102,13 +102,22 @@ async fn remote_call(
     // An answer that carries an error is the cloud's word, not a failure to reach it: no
     // cached copy stands in for it, and the requester gets it as sent (see `CloudAnswer`).
     let refused = CloudAnswer::of(&reply.content).error().cloned();
-    if let Some(e) = &refused {
-        tracing::warn!(
+    match &refused {
+        // A lookup of something the cloud does not have is an answer, not a fault (kubelet
+        // reads the lease before it creates it).
+        Some(e) if e.is_not_found() => tracing::info!(
+            resource = %msg.route.resource,
+            operation = %msg.route.operation,
+            requester = %msg.route.source,
+            "the cloud has no such object: {e}"
+        ),
+        Some(e) => tracing::warn!(
             resource = %msg.route.resource,
             operation = %msg.route.operation,
             requester = %msg.route.source,
             "the cloud refused the request: {e}"
-        );
+        ),
+        None => {}
     }
     if cache && refused.is_none() {
         match cacheable_value(&reply.content) {
