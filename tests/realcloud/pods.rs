@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
-use wedge_tests::realcloud::wait_for;
+use wedge_tests::realcloud::{stubborn_pod, wait_for};
 
 use crate::Bed;
 
@@ -134,27 +134,6 @@ fn file_in(bed: &Bed, pod: &str, container: &str, path: &str) -> Result<String> 
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A pod whose container ignores SIGTERM (a shell as PID 1 does), so it runs until its grace
-/// period ends.
-fn stubborn_pod(node: &str, name: &str, grace: u32) -> String {
-    format!(
-        "apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: default
-spec:
-  nodeName: {node}
-  terminationGracePeriodSeconds: {grace}
-  containers:
-  - name: main
-    image: wedge-test/busybox:1
-    imagePullPolicy: Never
-    command: [sh, -c, \"sleep 3600\"]
-"
-    )
-}
-
 /// `kubectl apply` of a pod with a ConfigMap volume, Secret env and the service-account
 /// volume → Running, with the status fields a kubelet v1.32 writes; the token, CA and
 /// namespace are in the pod.
@@ -256,7 +235,7 @@ pub fn graceful_delete_stops_containers_and_removes_the_pod(bed: &mut Bed) -> Re
     const NAME: &str = "rc-grace";
     const GRACE: u64 = 8;
     bed.cloud
-        .apply(&stubborn_pod(&bed.node.name, NAME, GRACE as u32))?;
+        .apply(&stubborn_pod(&bed.node.name, NAME, GRACE))?;
     wait_running(bed, NAME, Duration::from_secs(90))?;
     let deleted = Instant::now();
     bed.cloud

@@ -375,6 +375,27 @@ impl RealNodeOptions {
     }
 }
 
+/// A pod bound to `node` whose container ignores SIGTERM (a shell as PID 1 does), so it runs
+/// until its grace period (`grace` seconds) ends: deletions take exactly that long.
+pub fn stubborn_pod(node: &str, name: &str, grace: u64) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: {grace}
+  containers:
+  - name: main
+    image: wedge-test/busybox:1
+    imagePullPolicy: Never
+    command: [sh, -c, \"sleep 3600\"]
+"
+    )
+}
+
 /// Removes every container the node called `node` left on the Docker engine (a node killed
 /// by a test leaves its pods running; the next run's node of that name would find them).
 pub fn remove_node_containers(node: &str) -> Result<()> {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::Value;
-use wedge_tests::realcloud::{RealCloud, RealNode, RealNodeOptions, wait_for};
+use wedge_tests::realcloud::{RealCloud, RealNode, RealNodeOptions, stubborn_pod, wait_for};
 
 #[derive(Parser, Debug)]
 #[command(about = "Timings of Wedge (and edgecore) under a real KubeEdge cloud")]
@@ -101,7 +101,7 @@ fn measure(cloud: &RealCloud, node: &str, started: Instant, args: &Args) -> Resu
     let mut apply_running = Vec::new();
     for name in &names {
         let at = Instant::now();
-        cloud.apply(&pod(node, name, args.grace))?;
+        cloud.apply(&stubborn_pod(node, name, args.grace))?;
         wait_for("pod Running", Duration::from_secs(120), || {
             let p = cloud.get_opt(&["pod", name])?;
             Ok(
@@ -168,25 +168,6 @@ fn count_updates(cloud: &RealCloud, names: &[String], window: Duration) -> Resul
         .lines()
         .filter(|l| l.starts_with("MODIFIED") && names.iter().any(|n| l.contains(n.as_str())))
         .count())
-}
-
-fn pod(node: &str, name: &str, grace: u64) -> String {
-    format!(
-        "apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: default
-spec:
-  nodeName: {node}
-  terminationGracePeriodSeconds: {grace}
-  containers:
-  - name: main
-    image: wedge-test/busybox:1
-    imagePullPolicy: Never
-    command: [sh, -c, \"sleep 3600\"]
-"
-    )
 }
 
 /// KubeEdge's edgecore v1.23.1 joined to the same cloud by `reference-edgecore.sh`; stopped
