@@ -13,7 +13,8 @@ use crate::Bed;
 /// The pod of `../shared/realcloud/manifests/pod-busybox.yaml` (a ConfigMap volume and a
 /// Secret in its environment), with what a real cluster adds: the `kube-api-access-*` volume
 /// the ServiceAccount admission plugin injects (off on this apiserver, so the manifest carries
-/// it, exactly as the plugin writes it).
+/// it, exactly as the plugin writes it), and an init container that prepares a file in an
+/// emptyDir from the ConfigMap before the app starts.
 const POD: &str = "rc-busybox";
 
 /// Where the service-account volume is mounted, as in every Kubernetes pod.
@@ -33,20 +34,40 @@ fn manifest(bed: &Bed) -> Result<String> {
         MOUNTS,
     );
     let text = text.replace("  volumes:\n", VOLUMES);
+    let text = text.replace("  containers:\n", INIT_CONTAINERS);
     Ok(text)
 }
 
-/// The app container's mounts: the manifest's ConfigMap, and the service-account volume
-/// where every pod has it.
+/// The init container (it replaces the `  containers:` line): reads the ConfigMap's key from
+/// its environment and leaves a file for the app container.
+const INIT_CONTAINERS: &str = r#"  initContainers:
+  - name: prepare
+    image: wedge-test/busybox:1
+    imagePullPolicy: Never
+    command: [sh, -c, "echo prepared-$GREETING > /scratch/ready"]
+    env:
+    - name: GREETING
+      valueFrom:
+        configMapKeyRef: {name: rc-config, key: greeting}
+    volumeMounts:
+    - {name: scratch, mountPath: /scratch}
+  containers:
+"#;
+
+/// The app container's mounts: the manifest's ConfigMap, the init container's emptyDir, and
+/// the service-account volume where every pod has it.
 const MOUNTS: &str = r#"    volumeMounts:
     - name: conf
       mountPath: /etc/rc
+    - {name: scratch, mountPath: /scratch}
     - {name: kube-api-access-rc, mountPath: /var/run/secrets/kubernetes.io/serviceaccount, readOnly: true}
 "#;
 
 /// The volume added: `kube-api-access-*` exactly as the ServiceAccount admission plugin
 /// writes it (it replaces the `  volumes:` line).
 const VOLUMES: &str = r#"  volumes:
+  - name: scratch
+    emptyDir: {}
   - name: kube-api-access-rc
     projected:
       defaultMode: 420
@@ -134,9 +155,9 @@ fn file_in(bed: &Bed, pod: &str, container: &str, path: &str) -> Result<String> 
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `kubectl apply` of a pod with a ConfigMap volume, Secret env and the service-account
-/// volume → Running, with the status fields a kubelet v1.32 writes; the token, CA and
-/// namespace are in the pod.
+/// `kubectl apply` of a pod with a ConfigMap volume, Secret env, an init container and the
+/// service-account volume → Running, with the status fields a kubelet v1.32 writes; the init
+/// container completed before the app, and the token, CA and namespace are in the pod.
 pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
     bed.cloud.apply(&service_account_objects(bed)?)?;
     let manifest = manifest(bed)?;
@@ -164,6 +185,18 @@ pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
             "condition {kind}: {c:?} in {status}"
         );
     }
+    let init = &status["initContainerStatuses"][0];
+    ensure!(
+        init["name"] == "prepare"
+            && init["ready"] == true
+            && init["state"]["terminated"]["reason"] == "Completed",
+        "init container status: {status}"
+    );
+    let prepared = file_in(bed, POD, "main", "/scratch/ready")?;
+    ensure!(
+        prepared == "prepared-hello-from-configmap\n",
+        "the init container's file: {prepared:?}"
+    );
     let conf = file_in(bed, POD, "main", "/etc/rc/app.conf")?;
     ensure!(conf.contains("mode=edge"), "ConfigMap volume: {conf:?}");
     let token = file_in(bed, POD, "main", &format!("{SA_DIR}/token"))?;
@@ -218,7 +251,19 @@ pub fn a_configmap_edit_reaches_the_running_pod(bed: &mut Bed) -> Result<()> {
         "the edited ConfigMap in the pod",
         Duration::from_secs(90),
         || {
-            let conf = file_in(bed, POD, "main", "/etc/rc/app.conf")?;
+            let init = &status["initContainerStatuses"][0];
+    ensure!(
+        init["name"] == "prepare"
+            && init["ready"] == true
+            && init["state"]["terminated"]["reason"] == "Completed",
+        "init container status: {status}"
+    );
+    let prepared = file_in(bed, POD, "main", "/scratch/ready")?;
+    ensure!(
+        prepared == "prepared-hello-from-configmap\n",
+        "the init container's file: {prepared:?}"
+    );
+    let conf = file_in(bed, POD, "main", "/etc/rc/app.conf")?;
             Ok(conf.contains("mode=edited").then_some(()))
         },
     )?;
@@ -276,13 +321,13 @@ pub fn force_delete_removes_the_pod_at_once(bed: &mut Bed) -> Result<()> {
     Ok(())
 }
 
-/// A pod the node cannot run (here: init containers, not run by edged yet) is not dropped
-/// silently: its status says which field, and nothing of it runs.
+/// A pod the node cannot run (here: an NFS volume, which edged does not mount) is not
+/// dropped silently: its status says which field, and nothing of it runs.
 pub fn a_pod_the_node_cannot_run_names_the_field(bed: &mut Bed) -> Result<()> {
-    const NAME: &str = "rc-init";
-    let manifest = stubborn_pod(&bed.node.name, NAME, 2).replace(
-        "  containers:\n",
-        "  initContainers:\n  - name: prepare\n    image: wedge-test/busybox:1\n    imagePullPolicy: Never\n    command: [\"true\"]\n  containers:\n",
+    const NAME: &str = "rc-nfs";
+    let manifest = format!(
+        "{}  volumes:\n  - name: data\n    nfs: {{server: nas.example, path: /export}}\n",
+        stubborn_pod(&bed.node.name, NAME, 2)
     );
     bed.cloud.apply(&manifest)?;
     let status = wait_for(
@@ -293,7 +338,7 @@ pub fn a_pod_the_node_cannot_run_names_the_field(bed: &mut Bed) -> Result<()> {
             Ok(pod.map(|p| p["status"].clone()).filter(|s| {
                 s["message"]
                     .as_str()
-                    .is_some_and(|m| m.contains("spec.initContainers"))
+                    .is_some_and(|m| m.contains("spec.volumes[0] (data)"))
             }))
         },
     )?;

@@ -275,6 +275,7 @@ impl SyncLoop {
             return;
         }
         let problem = validate(&pod)
+            .and_then(|()| self.wasm_pod_without_init_containers(&pod))
             .and_then(|()| prepare_volumes(&pod, &self.settings().pods_root))
             .err()
             .map(|e| (e.reason.to_owned(), e.message));
@@ -311,6 +312,20 @@ impl SyncLoop {
             self.workers.sync_now(&uid);
         }
         self.report_due = true;
+    }
+
+    /// A Wasm pod's containers are long-running modules in the node's Wasm host, which has no
+    /// run-to-completion: such a pod with init containers is refused, naming the field.
+    fn wasm_pod_without_init_containers(&self, pod: &Pod) -> Result<(), crate::pod::SpecError> {
+        if pod.spec.init_containers.is_empty() || !is_wasm_pod(self.settings(), pod) {
+            return Ok(());
+        }
+        Err(crate::pod::SpecError {
+            reason: "InvalidPodSpec",
+            message: "spec.initContainers: a Wasm pod cannot have init containers (its modules \
+                      run until stopped); run the preparation in a Docker pod"
+                .into(),
+        })
     }
 
     /// A graceful deletion (the pod carries `deletionTimestamp`): stop wanting the pod, stop

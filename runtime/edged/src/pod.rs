@@ -86,10 +86,10 @@ pub struct PodSpec {
     /// The containers, started in order.
     #[serde(default)]
     pub containers: Vec<Container>,
-    /// Containers to run to completion before the others. Not run by edged yet: a pod that
-    /// has them is refused with a reason naming the field rather than started without them.
+    /// Containers run one at a time, each to a successful exit, before any of `containers`
+    /// starts (again whenever the pod gets a new sandbox, as kubelet does).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub init_containers: Vec<serde_json::Value>,
+    pub init_containers: Vec<Container>,
     /// `Always` (default), `OnFailure` or `Never`.
     #[serde(default)]
     pub restart_policy: Option<String>,
@@ -162,6 +162,10 @@ pub struct Container {
     /// Holds the other probes until it succeeds; restarts the container when it fails.
     #[serde(default)]
     pub startup_probe: Option<Probe>,
+    /// On an init container, `Always` makes it a sidecar (kept running beside the app
+    /// containers); edged refuses that rather than run it as a plain init container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
 }
 
 /// A probe: one action and its timing (Kubernetes' defaults).
@@ -369,6 +373,24 @@ impl Pod {
         self.spec.restart_policy.as_deref().unwrap_or("Always")
     }
 
+    /// Every container of the pod: the init containers in order, then the app containers.
+    pub fn all_containers(&self) -> impl Iterator<Item = &Container> {
+        self.spec
+            .init_containers
+            .iter()
+            .chain(self.spec.containers.iter())
+    }
+
+    /// Whether `name` is one of the pod's init containers.
+    pub fn is_init_container(&self, name: &str) -> bool {
+        self.spec.init_containers.iter().any(|c| c.name == name)
+    }
+
+    /// Whether `name` is one of the pod's containers, init or app.
+    pub fn has_container(&self, name: &str) -> bool {
+        self.all_containers().any(|c| c.name == name)
+    }
+
     /// Whether the apiserver is deleting the pod gracefully (`deletionTimestamp` set).
     pub fn is_terminating(&self) -> bool {
         self.metadata.deletion_timestamp.is_some()
@@ -486,67 +508,102 @@ pub fn validate(pod: &Pod) -> Result<(), SpecError> {
             }
         }
     }
-    if !pod.spec.init_containers.is_empty() {
-        return Err(SpecError::invalid(
-            "spec.initContainers: init containers are not supported by this node yet; the pod \
-             is not started without them"
-                .into(),
-        ));
-    }
     if pod.spec.containers.is_empty() {
         return Err(SpecError::invalid(
             "spec.containers: at least one container is required".into(),
         ));
     }
+    // Names are unique across init and app containers: the engine's labels and the status
+    // tell containers apart by name alone.
     let mut names = std::collections::BTreeSet::new();
-    for (i, c) in pod.spec.containers.iter().enumerate() {
-        if !is_dns1123_label(&c.name) || !names.insert(c.name.as_str()) {
+    for (field, list) in [
+        ("spec.initContainers", &pod.spec.init_containers),
+        ("spec.containers", &pod.spec.containers),
+    ] {
+        for (i, c) in list.iter().enumerate() {
+            if !is_dns1123_label(&c.name) || !names.insert(c.name.as_str()) {
+                return Err(SpecError::invalid(format!(
+                    "{field}[{i}].name {:?}: must be a DNS-1123 label unique among the pod's containers and init containers",
+                    c.name
+                )));
+            }
+            validate_container(&format!("{field}[{i}]"), c, &volumes)?;
+        }
+    }
+    for (i, c) in pod.spec.init_containers.iter().enumerate() {
+        if let Some(policy) = &c.restart_policy {
             return Err(SpecError::invalid(format!(
-                "spec.containers[{i}].name {:?}: must be a unique DNS-1123 label",
+                "spec.initContainers[{i}].restartPolicy {policy:?} ({}): sidecar containers are not supported by this node; the pod is not started without it",
                 c.name
             )));
         }
-        if c.image.trim().is_empty() || c.image.chars().any(char::is_whitespace) {
-            return Err(SpecError {
-                reason: "InvalidImageName",
-                message: format!(
-                    "spec.containers[{i}].image {:?} ({}): an image reference is required",
-                    c.image, c.name
-                ),
-            });
-        }
-        if !matches!(c.pull_policy(), "Always" | "IfNotPresent" | "Never") {
+        let probes = [
+            ("livenessProbe", &c.liveness_probe),
+            ("readinessProbe", &c.readiness_probe),
+            ("startupProbe", &c.startup_probe),
+        ];
+        if let Some((probe, _)) = probes.iter().find(|(_, p)| p.is_some()) {
             return Err(SpecError::invalid(format!(
-                "spec.containers[{i}].imagePullPolicy {:?}: must be Always, IfNotPresent or Never",
-                c.pull_policy()
+                "spec.initContainers[{i}].{probe} ({}): an init container may not have probes",
+                c.name
             )));
         }
-        for (key, value) in &c.resources.limits {
-            let parsed = match key.as_str() {
-                "memory" => crate::quantity::bytes(value).map(|_| ()),
-                "cpu" => crate::quantity::nano_cpus(value).map(|_| ()),
-                _ => Ok(()),
-            };
-            if let Err(e) = parsed {
-                return Err(SpecError::invalid(format!(
-                    "spec.containers[{i}].resources.limits.{key}: {e}"
-                )));
-            }
+    }
+    Ok(())
+}
+
+/// The checks every container, init or app, must pass; `at` is its field path
+/// (`spec.containers[0]`).
+fn validate_container(
+    at: &str,
+    c: &Container,
+    volumes: &std::collections::BTreeSet<&str>,
+) -> Result<(), SpecError> {
+    if c.image.trim().is_empty() || c.image.chars().any(char::is_whitespace) {
+        return Err(SpecError {
+            reason: "InvalidImageName",
+            message: format!(
+                "{at}.image {:?} ({}): an image reference is required",
+                c.image, c.name
+            ),
+        });
+    }
+    if !matches!(c.pull_policy(), "Always" | "IfNotPresent" | "Never") {
+        return Err(SpecError::invalid(format!(
+            "{at}.imagePullPolicy {:?}: must be Always, IfNotPresent or Never",
+            c.pull_policy()
+        )));
+    }
+    for (key, value) in &c.resources.limits {
+        let parsed = match key.as_str() {
+            "memory" => crate::quantity::bytes(value).map(|_| ()),
+            "cpu" => crate::quantity::nano_cpus(value).map(|_| ()),
+            _ => Ok(()),
+        };
+        if let Err(e) = parsed {
+            return Err(SpecError::invalid(format!(
+                "{at}.resources.limits.{key}: {e}"
+            )));
         }
-        for (j, m) in c.volume_mounts.iter().enumerate() {
-            if !volumes.contains(m.name.as_str()) {
-                return Err(SpecError::invalid(format!(
-                    "spec.containers[{i}].volumeMounts[{j}].name {:?}: no such volume",
-                    m.name
-                )));
-            }
-            if !m.mount_path.starts_with('/') {
-                return Err(SpecError::invalid(format!(
-                    "spec.containers[{i}].volumeMounts[{j}].mountPath {:?}: must be absolute",
-                    m.mount_path
-                )));
-            }
+    }
+    for (j, m) in c.volume_mounts.iter().enumerate() {
+        if !volumes.contains(m.name.as_str()) {
+            return Err(SpecError::invalid(format!(
+                "{at}.volumeMounts[{j}].name {:?}: no such volume",
+                m.name
+            )));
         }
+        if !m.mount_path.starts_with('/') {
+            return Err(SpecError::invalid(format!(
+                "{at}.volumeMounts[{j}].mountPath {:?}: must be absolute",
+                m.mount_path
+            )));
+        }
+    }
+    if c.restart_policy.is_some() && !at.starts_with("spec.initContainers") {
+        return Err(SpecError::invalid(format!(
+            "{at}.restartPolicy: a per-container restart policy is not supported by this node"
+        )));
     }
     Ok(())
 }
@@ -601,11 +658,53 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_with_init_containers_is_refused_naming_the_field() {
-        let mut spec = good();
-        spec["spec"]["initContainers"] = serde_json::json!([{"name": "prep", "image": "x"}]);
-        let e = validate(&pod(spec)).unwrap_err();
-        assert!(e.message.starts_with("spec.initContainers"), "{e}");
+    fn init_containers_are_checked_like_containers_and_sidecars_are_refused_by_name() {
+        let with_init = |init: serde_json::Value| {
+            let mut spec = good();
+            spec["spec"]["initContainers"] = init;
+            validate(&pod(spec))
+        };
+        let prep = serde_json::json!({"name": "prep", "image": "wedge-test/busybox:1",
+                                      "volumeMounts": [{"name": "scratch", "mountPath": "/s"}]});
+        with_init(serde_json::json!([prep])).unwrap();
+        let p = pod({
+            let mut spec = good();
+            spec["spec"]["initContainers"] = serde_json::json!([prep]);
+            spec
+        });
+        assert_eq!(
+            p.all_containers()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>(),
+            ["prep", "app"]
+        );
+        assert!(p.is_init_container("prep") && !p.is_init_container("app"));
+        let cases = [
+            (
+                serde_json::json!([{"name": "app", "image": "x"}]),
+                "spec.containers[0].name \"app\": must be a DNS-1123 label unique",
+            ),
+            (
+                serde_json::json!([{"name": "prep", "image": ""}]),
+                "spec.initContainers[0].image",
+            ),
+            (
+                serde_json::json!([{"name": "prep", "image": "x", "volumeMounts": [{"name": "nope", "mountPath": "/n"}]}]),
+                "spec.initContainers[0].volumeMounts[0].name",
+            ),
+            (
+                serde_json::json!([{"name": "prep", "image": "x", "restartPolicy": "Always"}]),
+                "spec.initContainers[0].restartPolicy \"Always\" (prep): sidecar containers are not supported",
+            ),
+            (
+                serde_json::json!([{"name": "prep", "image": "x", "readinessProbe": {"exec": {"command": ["true"]}}}]),
+                "spec.initContainers[0].readinessProbe (prep)",
+            ),
+        ];
+        for (init, expected) in cases {
+            let e = with_init(init).unwrap_err();
+            assert!(e.message.contains(expected), "{expected}: {e}");
+        }
     }
 
     #[test]

@@ -60,9 +60,72 @@ fn never_started(run: &ContainerRun) -> bool {
     run.started_at.is_empty() || run.started_at.starts_with("0001-")
 }
 
-fn container_status(c: &Observed) -> Value {
+impl Observed {
+    /// Ran and ended with exit code 0: an init container that did its job.
+    pub fn completed(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|r| !r.running && !never_started(r) && r.exit_code == 0)
+    }
+
+    /// Ran and ended with a non-zero exit code (it may be waiting to run again).
+    pub fn failed(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|r| !r.running && !never_started(r) && r.exit_code != 0)
+    }
+
+    /// Has run, or runs: for an app container, proof that the pod's init containers
+    /// completed (kubelet's rule, which holds even once their records are gone).
+    pub fn has_started(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|r| r.running || !never_started(r))
+    }
+}
+
+/// Where a pod's init containers stand, from what was observed of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Initialization {
+    /// Every init container completed (or the pod has none, or its app containers already
+    /// started).
+    Done,
+    /// Some have not completed yet: their names, in order.
+    Pending(Vec<String>),
+    /// One failed and the pod's restart policy (`Never`) runs it no more: the pod failed.
+    Failed(Vec<String>),
+}
+
+impl Initialization {
+    /// Kubelet's reading of init containers `init` of a pod with restart policy `policy` whose
+    /// app containers are `containers`.
+    pub fn of(policy: &str, init: &[Observed], containers: &[Observed]) -> Initialization {
+        if init.is_empty() || containers.iter().any(Observed::has_started) {
+            return Initialization::Done;
+        }
+        let incomplete: Vec<String> = init
+            .iter()
+            .filter(|c| !c.completed())
+            .map(|c| c.name.clone())
+            .collect();
+        if incomplete.is_empty() {
+            Initialization::Done
+        } else if policy == "Never" && init.iter().any(Observed::failed) {
+            Initialization::Failed(incomplete)
+        } else {
+            Initialization::Pending(incomplete)
+        }
+    }
+}
+
+/// One entry of `containerStatuses` (or, with `init`, of `initContainerStatuses`: an init
+/// container that completed counts as ready, as kubelet reports it).
+fn container_status(c: &Observed, init: bool) -> Value {
     let container_id = c.id.clone();
     let (state, ready, started) = match (&c.waiting, &c.run) {
+        (Some((reason, message)), _) if message.is_empty() => {
+            (json!({"waiting": {"reason": reason}}), false, false)
+        }
         (Some((reason, message)), _) => (
             json!({"waiting": {"reason": reason, "message": message}}),
             false,
@@ -90,7 +153,11 @@ fn container_status(c: &Observed) -> Value {
             if let Some(id) = &container_id {
                 terminated["containerID"] = json!(id);
             }
-            (json!({"terminated": terminated}), false, false)
+            (
+                json!({"terminated": terminated}),
+                init && c.completed(),
+                false,
+            )
         }
         _ => (
             json!({"waiting": {"reason": "ContainerCreating"}}),
@@ -113,23 +180,59 @@ fn container_status(c: &Observed) -> Value {
     status
 }
 
+/// What was observed of a pod's containers: its init containers and its app containers, each
+/// in spec order.
+#[derive(Debug, Clone, Copy)]
+pub struct PodContainers<'a> {
+    /// The init containers.
+    pub init: &'a [Observed],
+    /// The app containers.
+    pub app: &'a [Observed],
+}
+
 /// The pod's status. `problem` is a spec or volume error that keeps the pod from starting
 /// (reason, message); `host_ip` is the node's address when known; `sandbox_ip` is the address
 /// of the pod's running sandbox, which is the pod's IP when it has one (its containers then
 /// have no network of their own for the engine to report); `sandbox_ready` says the pod's
 /// network is up (`PodReadyToStartContainers`). Times are left out: [`PodTimes::stamp`] adds
 /// them, so that two computations of an unchanged pod are equal.
+///
+/// While init containers run the pod is `Pending` with `Initialized` false and its app
+/// containers waiting in `PodInitializing`; an init container failed under `restartPolicy:
+/// Never` fails the pod (kubelet's `getPhase`).
 pub fn pod_status(
     pod: &Pod,
-    containers: &[Observed],
+    observed: PodContainers<'_>,
     problem: Option<(&str, &str)>,
     host_ip: Option<&str>,
     sandbox_ip: Option<&str>,
     sandbox_ready: bool,
 ) -> Value {
-    let phase = match problem {
-        Some(_) => "Pending",
-        None => phase(pod.restart_policy(), containers),
+    let containers = observed.app;
+    let init = Initialization::of(pod.restart_policy(), observed.init, containers);
+    let phase = match (problem, &init) {
+        (Some(_), _) | (None, Initialization::Pending(_)) => "Pending",
+        (None, Initialization::Failed(_)) => "Failed",
+        (None, Initialization::Done) => phase(pod.restart_policy(), containers),
+    };
+    let initializing = init != Initialization::Done;
+    let app_status = |c: &Observed| {
+        if initializing && c.waiting.is_none() && c.run.is_none() {
+            let mut waiting = c.clone();
+            waiting.waiting = Some(("PodInitializing".into(), String::new()));
+            container_status(&waiting, false)
+        } else {
+            container_status(c, false)
+        }
+    };
+    let initialized = match &init {
+        Initialization::Done => json!({"type": "Initialized", "status": "True"}),
+        Initialization::Pending(names) | Initialization::Failed(names) => json!({
+            "type": "Initialized",
+            "status": "False",
+            "reason": "ContainersNotInitialized",
+            "message": format!("containers with incomplete status: [{}]", names.join(" ")),
+        }),
     };
     let is_ready =
         |c: &Observed| c.ready && c.waiting.is_none() && c.run.as_ref().is_some_and(|r| r.running);
@@ -155,14 +258,31 @@ pub fn pod_status(
         "phase": phase,
         "conditions": [
             {"type": "PodReadyToStartContainers", "status": flag(sandbox_ready)},
-            {"type": "Initialized", "status": "True"},
+            initialized,
             readiness("Ready"),
             readiness("ContainersReady"),
             {"type": "PodScheduled", "status": "True"},
         ],
-        "containerStatuses": containers.iter().map(container_status).collect::<Vec<_>>(),
+        "containerStatuses": containers.iter().map(app_status).collect::<Vec<_>>(),
         "qosClass": qos_class(pod),
     });
+    if !observed.init.is_empty() {
+        let statuses: Vec<Value> = observed
+            .init
+            .iter()
+            .map(|c| {
+                // Not run yet, nothing else to say: waiting for its turn.
+                if c.waiting.is_none() && c.run.is_none() {
+                    let mut waiting = c.clone();
+                    waiting.waiting = Some(("PodInitializing".into(), String::new()));
+                    container_status(&waiting, true)
+                } else {
+                    container_status(c, true)
+                }
+            })
+            .collect();
+        status["initContainerStatuses"] = json!(statuses);
+    }
     if let Some((reason, message)) = problem {
         status["reason"] = json!(reason);
         status["message"] = json!(message);
@@ -189,17 +309,18 @@ pub fn pod_status(
     status
 }
 
-/// Kubernetes' QoS class: `Guaranteed` when every container limits CPU and memory and asks
-/// for exactly that, `BestEffort` when none asks for or limits either, else `Burstable`.
+/// Kubernetes' QoS class: `Guaranteed` when every container (init containers included)
+/// limits CPU and memory and asks for exactly that, `BestEffort` when none asks for or limits
+/// either, else `Burstable`.
 pub fn qos_class(pod: &Pod) -> &'static str {
     const TRACKED: [&str; 2] = ["cpu", "memory"];
-    let containers = &pod.spec.containers;
+    let containers: Vec<&crate::pod::Container> = pod.all_containers().collect();
     let mentions = |c: &crate::pod::Container| {
         TRACKED
             .iter()
             .any(|r| c.resources.limits.contains_key(*r) || c.resources.requests.contains_key(*r))
     };
-    if !containers.iter().any(mentions) {
+    if !containers.iter().copied().any(mentions) {
         return "BestEffort";
     }
     let guaranteed = containers.iter().all(|c| {
@@ -277,6 +398,11 @@ pub fn pod_patch(pod: &Pod, status: &Value) -> String {
 mod tests {
     use super::*;
 
+    /// A pod with app containers `app` and no init containers.
+    fn app(app: &[Observed]) -> PodContainers<'_> {
+        PodContainers { init: &[], app }
+    }
+
     fn observed(run: Option<(bool, i64)>) -> Observed {
         Observed {
             name: "app".into(),
@@ -323,7 +449,7 @@ mod tests {
         .unwrap();
         let mut c = observed(Some((true, 0)));
         c.run.as_mut().unwrap().ip = "172.17.0.5".into();
-        let s = pod_status(&pod, &[c.clone()], None, Some("10.0.0.2"), None, true);
+        let s = pod_status(&pod, app(&[c.clone()]), None, Some("10.0.0.2"), None, true);
         assert_eq!(s["phase"], "Running");
         assert_eq!(
             s["conditions"][2],
@@ -335,7 +461,14 @@ mod tests {
         assert_eq!(s["hostIP"], "10.0.0.2");
         // In a sandbox the containers have no address; the sandbox's is the pod's.
         c.run.as_mut().unwrap().ip = String::new();
-        let s = pod_status(&pod, &[c], None, Some("10.0.0.2"), Some("172.17.0.9"), true);
+        let s = pod_status(
+            &pod,
+            app(&[c]),
+            None,
+            Some("10.0.0.2"),
+            Some("172.17.0.9"),
+            true,
+        );
         assert_eq!(s["podIP"], "172.17.0.9");
         assert_eq!(s["podIPs"], json!([{"ip": "172.17.0.9"}]));
         assert_eq!(s["containerStatuses"][0]["containerID"], "docker://abc");
@@ -346,7 +479,7 @@ mod tests {
 
         let mut pulling = observed(None);
         pulling.waiting = Some(("ErrImagePull".into(), "no registry".into()));
-        let s = pod_status(&pod, &[pulling], None, None, None, false);
+        let s = pod_status(&pod, app(&[pulling]), None, None, None, false);
         assert_eq!(s["phase"], "Pending");
         assert_eq!(
             s["containerStatuses"][0]["state"]["waiting"]["reason"],
@@ -373,7 +506,14 @@ mod tests {
         .unwrap();
         let mut times = PodTimes::new(&pod, 1_700_000_000_000);
         let running = observed(Some((true, 0)));
-        let mut a = pod_status(&pod, std::slice::from_ref(&running), None, None, None, true);
+        let mut a = pod_status(
+            &pod,
+            app(std::slice::from_ref(&running)),
+            None,
+            None,
+            None,
+            true,
+        );
         times.stamp(&mut a, 1_700_000_000_000);
         assert_eq!(a["startTime"], "2026-11-23T09:00:00Z");
         assert_eq!(
@@ -386,13 +526,20 @@ mod tests {
         );
         assert!(a["conditions"][0]["lastProbeTime"].is_null());
         // Later, unchanged: the same status, so nothing to send.
-        let mut b = pod_status(&pod, std::slice::from_ref(&running), None, None, None, true);
+        let mut b = pod_status(
+            &pod,
+            app(std::slice::from_ref(&running)),
+            None,
+            None,
+            None,
+            true,
+        );
         times.stamp(&mut b, 1_700_000_600_000);
         assert_eq!(a, b);
         // Ready flips: only its times move.
         let mut unready = running.clone();
         unready.ready = false;
-        let mut c = pod_status(&pod, &[unready], None, None, None, true);
+        let mut c = pod_status(&pod, app(&[unready]), None, None, None, true);
         times.stamp(&mut c, 1_700_000_600_000);
         assert_eq!(
             c["conditions"][2]["lastTransitionTime"],
@@ -401,6 +548,100 @@ mod tests {
         assert_eq!(
             c["conditions"][0]["lastTransitionTime"],
             "2023-11-14T22:13:20Z"
+        );
+    }
+
+    #[test]
+    fn init_containers_hold_the_pod_pending_until_they_complete() {
+        let pod = |policy: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "web", "uid": "u-1"},
+                "spec": {"restartPolicy": policy,
+                         "initContainers": [{"name": "prep", "image": "img"}, {"name": "seed", "image": "img"}],
+                         "containers": [{"name": "app", "image": "img"}]}
+            }))
+            .unwrap()
+        };
+        let named = |name: &str, mut o: Observed| {
+            o.name = name.into();
+            o
+        };
+        let (always, never) = (pod("Always"), pod("Never"));
+        let not_yet = named("app", observed(None));
+        let condition = |s: &Value, kind: &str| {
+            s["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == kind)
+                .cloned()
+                .unwrap()
+        };
+
+        // The first init container runs; the second and the app wait their turn.
+        let init = [
+            named("prep", observed(Some((true, 0)))),
+            named("seed", observed(None)),
+        ];
+        let containers = PodContainers {
+            init: &init,
+            app: std::slice::from_ref(&not_yet),
+        };
+        let s = pod_status(&always, containers, None, None, None, true);
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(
+            condition(&s, "Initialized"),
+            json!({"type": "Initialized", "status": "False", "reason": "ContainersNotInitialized",
+                   "message": "containers with incomplete status: [prep seed]"})
+        );
+        assert_eq!(
+            s["containerStatuses"][0]["state"],
+            json!({"waiting": {"reason": "PodInitializing"}})
+        );
+        assert!(s["initContainerStatuses"][0]["state"]["running"].is_object());
+        assert_eq!(
+            s["initContainerStatuses"][1]["state"],
+            json!({"waiting": {"reason": "PodInitializing"}})
+        );
+
+        // Both completed, the app runs: initialized, and a completed init container is ready.
+        let done = [
+            named("prep", observed(Some((false, 0)))),
+            named("seed", observed(Some((false, 0)))),
+        ];
+        let running = named("app", observed(Some((true, 0))));
+        let containers = PodContainers {
+            init: &done,
+            app: std::slice::from_ref(&running),
+        };
+        let s = pod_status(&always, containers, None, None, None, true);
+        assert_eq!(s["phase"], "Running");
+        assert_eq!(condition(&s, "Initialized")["status"], "True");
+        assert_eq!(s["initContainerStatuses"][1]["ready"], true);
+        assert_eq!(
+            s["initContainerStatuses"][1]["state"]["terminated"]["reason"],
+            "Completed"
+        );
+
+        // A failed init container: retried under Always (Pending), the pod's end under Never.
+        let failed = [
+            named("prep", observed(Some((false, 2)))),
+            named("seed", observed(None)),
+        ];
+        let containers = PodContainers {
+            init: &failed,
+            app: std::slice::from_ref(&not_yet),
+        };
+        assert_eq!(
+            pod_status(&always, containers, None, None, None, true)["phase"],
+            "Pending"
+        );
+        let s = pod_status(&never, containers, None, None, None, true);
+        assert_eq!(s["phase"], "Failed");
+        assert_eq!(s["initContainerStatuses"][0]["ready"], false);
+        assert_eq!(
+            s["initContainerStatuses"][0]["state"]["terminated"]["reason"],
+            "Error"
         );
     }
 

@@ -873,3 +873,194 @@ async fn static_pods_follow_their_manifest_files_and_stay_local() {
     node.stop().await;
     remove_all(&name).await;
 }
+
+/// The status of init container `i` of a pod status.
+fn init_status(status: &Value, i: usize) -> &Value {
+    &status["initContainerStatuses"][i]
+}
+
+#[tokio::test]
+async fn init_containers_run_in_order_to_completion_and_again_in_a_new_sandbox() {
+    let name = unique("init");
+    let mut prepared = pod(
+        &name,
+        json!({
+            "initContainers": [
+                sleeper("first", "echo one >> /work/log"),
+                sleeper("second", "sleep 1; echo two >> /work/log"),
+            ],
+            "containers": [sleeper("app", "cp /work/log /work/seen; sleep 3600")],
+            "volumes": [{"name": "work", "emptyDir": {}}],
+        }),
+    );
+    for path in [
+        "/spec/initContainers/0",
+        "/spec/initContainers/1",
+        "/spec/containers/0",
+    ] {
+        prepared.pointer_mut(path).unwrap()["volumeMounts"] =
+            json!([{"name": "work", "mountPath": "/work"}]);
+    }
+    let mut node = Node::start(&[], None).await;
+    node.send("insert", &prepared).await;
+
+    // While the second init container runs, the pod is Pending and not Initialized, and the
+    // app container waits for the init phase.
+    let status = node
+        .wait_status(&name, |s| init_status(s, 1)["state"]["running"].is_object())
+        .await;
+    assert_eq!(status["phase"], "Pending", "{status}");
+    assert_eq!(condition(&status, "Initialized"), "False", "{status}");
+    assert_eq!(
+        init_status(&status, 0)["state"]["terminated"]["reason"],
+        "Completed",
+        "{status}"
+    );
+    assert_eq!(
+        status["containerStatuses"][0]["state"],
+        json!({"waiting": {"reason": "PodInitializing"}}),
+        "{status}"
+    );
+    assert!(
+        node.containers(uid(&prepared))
+            .await
+            .iter()
+            .all(|c| c.container != "app"),
+        "the app container waits for the init containers"
+    );
+
+    let status = node.wait_status(&name, |s| running(s, 1)).await;
+    assert_eq!(condition(&status, "Initialized"), "True", "{status}");
+    for i in 0..2 {
+        let init = init_status(&status, i);
+        assert_eq!(init["ready"], true, "{status}");
+        assert_eq!(init["state"]["terminated"]["exitCode"], 0, "{status}");
+        assert_eq!(init["restartCount"], 0, "{status}");
+    }
+    let work = node
+        .root
+        .path()
+        .join("pods")
+        .join(uid(&prepared))
+        .join("volumes/kubernetes.io~empty-dir/work");
+    assert_eq!(
+        std::fs::read_to_string(work.join("seen")).unwrap(),
+        "one\ntwo\n",
+        "the init containers ran in order before the app"
+    );
+
+    // A new sandbox runs the init phase again (kubelet's rule), then the app.
+    let sandbox = node
+        .engine
+        .list(&node.name)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.pod_uid == uid(&prepared) && c.sandbox)
+        .expect("the pod's sandbox");
+    node.engine
+        .stop(&sandbox.id, Duration::from_secs(1))
+        .await
+        .unwrap();
+    let status = node
+        .wait_status(&name, |s| {
+            running(s, 1) && s["containerStatuses"][0]["restartCount"] == 1
+        })
+        .await;
+    assert_eq!(init_status(&status, 1)["restartCount"], 1, "{status}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("log")).unwrap(),
+        "one\ntwo\none\ntwo\n"
+    );
+
+    node.send("delete", &prepared).await;
+    let deadline = Instant::now() + WAIT;
+    while node
+        .engine
+        .list(&node.name)
+        .await
+        .unwrap()
+        .iter()
+        .any(|c| c.pod_uid == uid(&prepared))
+    {
+        assert!(Instant::now() < deadline, "the pod's containers stayed");
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
+
+#[tokio::test]
+async fn a_failing_init_container_is_retried_with_back_off_and_fails_a_never_pod() {
+    let retried = unique("initretry");
+    let failed = unique("initfail");
+    let flaky = unique("initflaky");
+    let app = || sleeper("app", "sleep 3600");
+    let retrying = pod(
+        &retried,
+        json!({"initContainers": [sleeper("check", "exit 1")], "containers": [app()]}),
+    );
+    let once = pod(
+        &failed,
+        json!({"restartPolicy": "Never",
+               "initContainers": [sleeper("check", "exit 1")], "containers": [app()]}),
+    );
+    let mut second_try = pod(
+        &flaky,
+        json!({"restartPolicy": "OnFailure",
+               "initContainers": [sleeper("check", "test -e /work/tried && exit 0; touch /work/tried; exit 1")],
+               "containers": [app()],
+               "volumes": [{"name": "work", "emptyDir": {}}]}),
+    );
+    second_try["spec"]["initContainers"][0]["volumeMounts"] =
+        json!([{"name": "work", "mountPath": "/work"}]);
+    let mut node = Node::start(&[], None).await;
+    for p in [&retrying, &once, &second_try] {
+        node.send("insert", p).await;
+    }
+
+    // Always: run again and again, with the crash back-off in between; the app never starts.
+    let status = node
+        .wait_status(&retried, |s| {
+            init_status(s, 0)["restartCount"].as_u64() >= Some(2)
+        })
+        .await;
+    assert_eq!(status["phase"], "Pending", "{status}");
+    node.wait_status(&retried, |s| {
+        init_status(s, 0)["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    })
+    .await;
+
+    // Never: the pod has failed, and nothing runs again.
+    let status = node.wait_status(&failed, |s| s["phase"] == "Failed").await;
+    assert_eq!(
+        init_status(&status, 0)["state"]["terminated"]["exitCode"],
+        1,
+        "{status}"
+    );
+    assert_eq!(init_status(&status, 0)["restartCount"], 0, "{status}");
+
+    // OnFailure: the second run succeeds and the app starts.
+    let status = node.wait_status(&flaky, |s| running(s, 1)).await;
+    assert_eq!(init_status(&status, 0)["restartCount"], 1, "{status}");
+
+    node.serve_for(Duration::from_secs(1)).await;
+    for p in [&retrying, &once] {
+        assert!(
+            node.containers(uid(p))
+                .await
+                .iter()
+                .all(|c| c.container != "app"),
+            "no app container runs before its init containers completed"
+        );
+    }
+    assert_eq!(
+        node.containers(uid(&once)).await.len(),
+        1,
+        "never run again"
+    );
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}

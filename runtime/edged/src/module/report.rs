@@ -87,6 +87,7 @@ impl SyncLoop {
         for (uid, d) in &self.desired {
             let mut sandbox_ip = None;
             let mut sandbox_ready = true;
+            let mut init = Vec::new();
             let observed = if is_wasm_pod(self.settings(), &d.pod) {
                 let observed = wasm_observed(self.sync.edged.wasm.as_deref(), &d.pod, &d.state);
                 running += observed.iter().filter(|o| o.ready).count() as u64;
@@ -113,12 +114,32 @@ impl SyncLoop {
                         .map(|run| run.ip)
                         .filter(|ip| !ip.is_empty());
                 }
+                // Init containers have no probes: what the engine and the worker say is all.
+                for spec in &d.pod.spec.init_containers {
+                    let newest = newest_listed(listed, uid, &spec.name);
+                    let run = match newest {
+                        Some(c) => self.inspections.get(&self.sync.engine, c).await,
+                        None => None,
+                    };
+                    let is_running = run.as_ref().is_some_and(|r| r.running);
+                    let waiting = lock(&d.state)
+                        .waiting
+                        .get(&spec.name)
+                        .filter(|_| !is_running)
+                        .cloned();
+                    init.push(Observed {
+                        name: spec.name.clone(),
+                        image: spec.image.clone(),
+                        id: newest.map(|c| format!("docker://{}", c.id)),
+                        run,
+                        restart_count: newest.map(|c| c.restart_count).unwrap_or(0),
+                        waiting,
+                        ready: false,
+                    });
+                }
                 let mut observed = Vec::new();
                 for spec in &d.pod.spec.containers {
-                    let newest = listed
-                        .iter()
-                        .filter(|c| !c.sandbox && c.pod_uid == *uid && c.container == spec.name)
-                        .max_by_key(|c| c.restart_count);
+                    let newest = newest_listed(listed, uid, &spec.name);
                     let run = match newest {
                         Some(c) => self.inspections.get(&self.sync.engine, c).await,
                         None => None,
@@ -177,9 +198,13 @@ impl SyncLoop {
                 observed
             };
             let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
+            let containers = crate::status::PodContainers {
+                init: &init,
+                app: &observed,
+            };
             let mut status = pod_status(
                 &d.pod,
-                &observed,
+                containers,
                 problem,
                 self.host_ip.as_deref(),
                 sandbox_ip.as_deref(),
@@ -285,6 +310,18 @@ impl SyncLoop {
             });
         }
     }
+}
+
+/// The newest (highest restart count) listed container `name` of pod `uid`.
+fn newest_listed<'a>(
+    listed: &'a [ManagedContainer],
+    uid: &str,
+    name: &str,
+) -> Option<&'a ManagedContainer> {
+    listed
+        .iter()
+        .filter(|c| !c.sandbox && c.pod_uid == uid && c.container == name)
+        .max_by_key(|c| c.restart_count)
 }
 
 /// Starts every probe of `spec` that is due, each in its own task (a slow probe never holds

@@ -141,6 +141,15 @@ impl SandboxStart {
     }
 }
 
+/// Where a sync pass left the pod's init containers.
+enum InitPass {
+    /// All completed in the current sandbox (or the pod has none): the app containers run.
+    Done,
+    /// One runs, waits for its back-off, was just started, or failed for good: the app
+    /// containers wait. Says how this pass went.
+    NotDone(Outcome),
+}
+
 /// How a worker's run went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Outcome {
@@ -257,7 +266,7 @@ impl PodSync {
                 }
                 Err(message) => {
                     tracing::warn!(pod = %pod.key(), "volumes not ready: {message}");
-                    for c in &pod.spec.containers {
+                    for c in pod.all_containers() {
                         state.waiting.insert(
                             c.name.clone(),
                             ("ContainerCreating".into(), message.clone()),
@@ -287,11 +296,29 @@ impl PodSync {
         // Containers no longer in the spec.
         let gone: Vec<&ManagedContainer> = ours
             .iter()
-            .filter(|c| !pod.spec.containers.iter().any(|s| s.name == c.container))
+            .filter(|c| !pod.has_container(&c.container))
             .collect();
         if !gone.is_empty() {
             outcome.changed = true;
             outcome.ok &= self.stop_remove_all(&gone, None).await;
+        }
+        let init = self
+            .sync_init(
+                pod,
+                &job.state,
+                &ours,
+                (sandbox_id.as_deref(), &mut sandbox),
+                &mut objects,
+            )
+            .await;
+        if let InitPass::NotDone(step) = init {
+            outcome.changed |= step.changed;
+            outcome.ok &= step.ok;
+            if let Err(e) = sandbox.running().await {
+                tracing::warn!(pod = %pod.key(), "{e}");
+                outcome.ok = false;
+            }
+            return outcome;
         }
         for spec in &pod.spec.containers {
             let hash = spec_hash(pod, spec);
@@ -360,6 +387,79 @@ impl PodSync {
             outcome.ok = false;
         }
         outcome
+    }
+
+    /// Kubelet's init phase: runs the pod's init containers one at a time, in order, each to
+    /// a successful exit, in the current sandbox. A failed one is run again (a new container,
+    /// counted as a restart) after the crash back-off, unless the pod's restart policy is
+    /// `Never`, which ends the pod. Once an app container joined the current sandbox the
+    /// phase is over for good: a later change to an init container changes nothing, and only
+    /// a new sandbox runs them all again.
+    async fn sync_init(
+        &self,
+        pod: &Pod,
+        state: &SharedState,
+        ours: &[ManagedContainer],
+        (sandbox_id, sandbox): (Option<&str>, &mut SandboxStart),
+        objects: &mut Objects<'_>,
+    ) -> InitPass {
+        let app_started = ours
+            .iter()
+            .any(|c| !pod.is_init_container(&c.container) && sandbox::joined(c, sandbox_id));
+        if pod.spec.init_containers.is_empty() || app_started {
+            return InitPass::Done;
+        }
+        let waiting = |changed| InitPass::NotDone(Outcome { ok: true, changed });
+        for spec in &pod.spec.init_containers {
+            let hash = spec_hash(pod, spec);
+            let mut mine: Vec<&ManagedContainer> =
+                ours.iter().filter(|c| c.container == spec.name).collect();
+            mine.sort_by_key(|c| c.restart_count);
+            let attempt = match mine.last().copied() {
+                None => 0,
+                // Run in an old sandbox, or under an older spec: it runs again here.
+                Some(c) if !sandbox::joined(c, sandbox_id) || c.hash != hash => {
+                    if !self.stop_remove_all(&mine, None).await {
+                        return InitPass::NotDone(Outcome {
+                            ok: false,
+                            changed: true,
+                        });
+                    }
+                    c.restart_count + 1
+                }
+                Some(c) if c.state == "running" => return waiting(false),
+                Some(c) => {
+                    let run = self.engine.inspect(&c.id).await.ok().flatten();
+                    let exit = match run {
+                        Some(run) if c.state != "created" => run.exit_code,
+                        // Never started (its start failed): a failure like any other.
+                        _ => -1,
+                    };
+                    if exit == 0 {
+                        continue;
+                    }
+                    if pod.restart_policy() == "Never" {
+                        // Kubelet's rule: the pod has failed; nothing more runs.
+                        return waiting(false);
+                    }
+                    if !self.backoff_elapsed(state, &spec.name) {
+                        return waiting(true);
+                    }
+                    // Keep the newest failed run (its logs), drop older ones.
+                    let older = &mine[..mine.len().saturating_sub(1)];
+                    self.stop_remove_all(older, None).await;
+                    c.restart_count + 1
+                }
+            };
+            let started = self
+                .start_container(pod, state, spec, (attempt, sandbox_id, sandbox), objects)
+                .await;
+            return InitPass::NotDone(Outcome {
+                ok: started,
+                changed: true,
+            });
+        }
+        InitPass::Done
     }
 
     /// The pod's sandbox on this pass (see [`crate::sandbox`]): the one its containers join,
@@ -431,7 +531,7 @@ impl PodSync {
                         let message = format!("pod sandbox not created: {e}");
                         tracing::warn!(pod = %pod.key(), "{message}");
                         let mut state = lock(state);
-                        for c in &pod.spec.containers {
+                        for c in pod.all_containers() {
                             state
                                 .waiting
                                 .insert(c.name.clone(), (reason.clone(), message.clone()));
@@ -449,6 +549,9 @@ impl PodSync {
         if policy == "Always" || pod.spec.containers.is_empty() {
             return false;
         }
+        if policy == "Never" && self.init_failed(pod, ours).await {
+            return true;
+        }
         for spec in &pod.spec.containers {
             let newest = ours
                 .iter()
@@ -465,6 +568,31 @@ impl PodSync {
             }
         }
         true
+    }
+
+    /// Whether an init container of `pod` ended with a failure and no app container ever
+    /// started: under `restartPolicy: Never`, a pod that has failed for good.
+    async fn init_failed(&self, pod: &Pod, ours: &[ManagedContainer]) -> bool {
+        if ours
+            .iter()
+            .any(|c| !c.sandbox && !pod.is_init_container(&c.container))
+        {
+            return false;
+        }
+        for spec in &pod.spec.init_containers {
+            let newest = ours
+                .iter()
+                .filter(|c| c.container == spec.name)
+                .max_by_key(|c| c.restart_count);
+            let Some(c) = newest.filter(|c| c.state == "exited" || c.state == "dead") else {
+                continue;
+            };
+            let run = self.engine.inspect(&c.id).await.ok().flatten();
+            if run.is_some_and(|r| r.exit_code != 0) {
+                return true;
+            }
+        }
+        false
     }
 
     /// Stops and removes sandboxes (their pods' containers should be gone or stopped).
