@@ -12,10 +12,19 @@ pub struct WedgeSettings {
     /// [`WedgeSettings::resolve_data_dir`]) so one file works for root and
     /// for a normal user.
     pub data_dir: String,
-    /// Admin HTTP listen address (healthz, metrics); a socket address.
+    /// Admin API over TCP, a loopback socket address ("" = none: the unix socket of
+    /// `wedge.admin.socket` only). Off by default because anyone who can connect could deploy
+    /// code; on TCP, everything but `/healthz` and `/metrics` needs the token.
     pub admin_addr: String,
+    /// The admin API's unix socket, token and limits.
+    #[serde(deserialize_with = "null_as_default")]
+    pub admin: super::admin::AdminSettings,
     /// Log output format.
     pub log_format: LogFormat,
+    /// Log filter (`info`, `debug`, `info,wedge_eventbus=debug`: `RUST_LOG`'s syntax), re-read
+    /// on SIGHUP so a running node's verbosity can change without a restart. `RUST_LOG`, when
+    /// set, wins.
+    pub log_level: String,
     /// Metadata store tuning.
     #[serde(deserialize_with = "null_as_default")]
     pub store: StoreSettings,
@@ -46,8 +55,10 @@ impl Default for WedgeSettings {
     fn default() -> Self {
         Self {
             data_dir: String::new(),
-            admin_addr: "127.0.0.1:10240".to_owned(),
+            admin_addr: String::new(),
+            admin: super::admin::AdminSettings::default(),
             log_format: LogFormat::Human,
+            log_level: "info".to_owned(),
             store: StoreSettings::default(),
             bus: BusSettings::default(),
             supervision: SupervisionSettings::default(),
