@@ -59,12 +59,20 @@ impl Default for AdminSettings {
 impl EdgeCoreConfig {
     /// The admin API's unix socket: `wedge.admin.socket`, or `<dataDir>/admin.sock`.
     pub fn admin_socket_path(&self) -> PathBuf {
-        or_in_data_dir(&self.wedge.admin.socket, &self.data_dir(), ADMIN_SOCKET_FILE)
+        or_in_data_dir(
+            &self.wedge.admin.socket,
+            &self.data_dir(),
+            ADMIN_SOCKET_FILE,
+        )
     }
 
     /// The TCP clients' token file: `wedge.admin.tokenFile`, or `<dataDir>/admin.token`.
     pub fn admin_token_path(&self) -> PathBuf {
-        or_in_data_dir(&self.wedge.admin.token_file, &self.data_dir(), ADMIN_TOKEN_FILE)
+        or_in_data_dir(
+            &self.wedge.admin.token_file,
+            &self.data_dir(),
+            ADMIN_TOKEN_FILE,
+        )
     }
 }
 
@@ -164,11 +172,7 @@ mod tests {
     use super::*;
 
     fn keys(admin: &AdminSettings, addr: &str) -> Vec<String> {
-        admin
-            .violations(addr)
-            .into_iter()
-            .map(|v| v.key)
-            .collect()
+        admin.violations(addr).into_iter().map(|v| v.key).collect()
     }
 
     #[test]
