@@ -204,10 +204,16 @@ pub async fn serve(
     tracing::info!(socket = %settings.socket.display(), "admin API listening (unix socket, mode 0600)");
     let tcp = match settings.tcp {
         Some(addr) => {
-            let listener = TcpListener::bind(addr)
-                .await
+            let listener = bind_tcp(addr)
                 .map_err(|e| anyhow::anyhow!("cannot listen on admin address {addr}: {e}"))?;
             tracing::info!(%addr, "admin API listening (TCP: /healthz and /metrics open, everything else needs the bearer token)");
+            if !addr.ip().is_loopback() {
+                tracing::warn!(
+                    %addr,
+                    "the admin API listens beyond loopback without TLS \
+                     (wedge.admin.allowInsecureRemote): its token crosses the network in clear"
+                );
+            }
             Some(listener)
         }
         None => None,
@@ -227,6 +233,21 @@ pub async fn serve(
         tasks.push(tokio::spawn(accept_loop(Listener::Tcp(tcp), shared)));
     }
     Ok(AdminServer { tasks, socket })
+}
+
+/// Connections the kernel queues while the accept loop waits (for a descriptor, or for a slot
+/// to free): the default of 128 makes clients of a busy node retry their SYN for a minute.
+const LISTEN_BACKLOG: u32 = 1024;
+
+fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Creates the unix socket with mode 0600 before it listens, so there is no moment another
@@ -275,7 +296,7 @@ fn bind_unix(path: &Path) -> Result<UnixListener> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .with_context(|| format!("{key}: cannot make {} mode 0600", path.display()))?;
     socket
-        .listen(1024)
+        .listen(LISTEN_BACKLOG as i32)
         .with_context(|| format!("{key}: cannot listen on {}", path.display()))?;
     socket.set_nonblocking(true)?;
     let std_listener: std::os::unix::net::UnixListener = socket.into();

@@ -103,10 +103,12 @@ impl Reloader {
             return;
         }
         let Some(dir) = devices_dir(&self.current) else {
-            if !self.known.is_empty() {
+            if self.known.is_empty() {
+                tracing::info!("no wedge.devices.dir: no device definitions to reload");
+            } else {
                 tracing::info!("wedge.devices.dir is now empty; removing its devices");
+                self.send_all(Vec::new()).await;
             }
-            self.send_all(Vec::new()).await;
             return;
         };
         let objects = {
