@@ -99,11 +99,17 @@ fn sighup_reloads_devices_and_log_level_and_never_stops_the_node() {
         node.daemon.log()
     );
 
+    // The file removed again: the device leaves the catalog (its rows stay, as when the cloud
+    // deletes a Device).
+    std::fs::remove_file(dir.path().join("devices/late.yaml")).unwrap();
+    hup(&node);
+    wait_log(&node, "removed=1", 1);
+
     // A config file that no longer parses: reported, the node keeps its settings and runs.
     std::fs::write(&config, "wedge:\n  logLevl: info\n").unwrap();
     hup(&node);
     wait_log(&node, "config not re-read", 1);
-    wait_log(&node, "devices directory reloaded", 2);
+    wait_log(&node, "devices directory reloaded", 3);
     let log = node.daemon.log();
     assert!(
         log.contains("wedge.logLevl"),
@@ -112,11 +118,11 @@ fn sighup_reloads_devices_and_log_level_and_never_stops_the_node() {
     let (code, _) = http_get(node.admin, "/healthz").unwrap();
     assert_eq!(code, 200);
 
-    // Many in a row change nothing either; SIGTERM still stops it cleanly.
-    for _ in 0..5 {
+    // More in a row change nothing either; SIGTERM still stops it cleanly.
+    for round in 4..9 {
         hup(&node);
+        wait_log(&node, "devices directory reloaded", round);
     }
-    wait_log(&node, "devices directory reloaded", 7);
     let (code, _) = http_get(node.admin, "/healthz").unwrap();
     assert_eq!(code, 200);
     node.daemon
