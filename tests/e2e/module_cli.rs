@@ -84,7 +84,7 @@ fn deploy_list_remove_on_a_running_node_and_across_a_restart() {
 
     let (ok, _, err) = cli(&["module", "list", "--data-dir", admin2]);
     assert!(
-        !ok && err.contains("is `wedge run` running there?"),
+        !ok && err.contains("is `wedge run` running there"),
         "{err}"
     );
 }
