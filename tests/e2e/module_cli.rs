@@ -83,10 +83,7 @@ fn deploy_list_remove_on_a_running_node_and_across_a_restart() {
     wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
 
     let (ok, _, err) = cli(&["module", "list", "--data-dir", admin2]);
-    assert!(
-        !ok && err.contains("is `wedge run` running there"),
-        "{err}"
-    );
+    assert!(!ok && err.contains("is `wedge run` running there"), "{err}");
 }
 
 #[test]
