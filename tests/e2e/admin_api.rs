@@ -12,8 +12,8 @@ use wedge_tests::guests::module;
 use wedge_tests::node::{Broker, write_config};
 use wedge_tests::twin_fixtures::THERMOMETERS;
 use wedge_tests::{
-    AdminEndpoint, AdminStream, Daemon, admin_socket, admin_token, free_port, http_get,
-    http_request, raise_nofile_limit, wedge_cmd,
+    AdminEndpoint, AdminStream, Daemon, NOBODY, admin_socket, admin_token, free_port, http_get,
+    http_request, is_root, raise_nofile_limit, wedge_bin, wedge_cmd,
 };
 
 const STOP_WITHIN: Duration = Duration::from_secs(5);
@@ -62,6 +62,28 @@ fn deploys_need_the_owners_socket_or_the_token() {
     assert_eq!(meta.permissions().mode() & 0o777, 0o600, "socket mode");
     // SAFETY: geteuid has no preconditions.
     assert_eq!(meta.uid(), unsafe { libc::geteuid() }, "socket owner");
+    if is_root() {
+        // Another local user (nobody), with the data directory open to all: the socket's own
+        // mode keeps it out.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin_dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = bin_dir.path().join("wedge");
+        std::fs::copy(wedge_bin(), &bin).unwrap();
+        use std::os::unix::process::CommandExt;
+        let out = std::process::Command::new(&bin)
+            .args(["module", "list", "--admin-socket", socket.to_str().unwrap()])
+            .env_clear()
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("Permission denied"),
+            "another user reached the admin socket: {err}"
+        );
+    }
     let token_file = dir.path().join("admin.token");
     assert_eq!(
         std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777,

@@ -708,7 +708,7 @@ impl Slots {
 }
 
 /// One connection's place in its listener's [`Slots`]; freed on drop.
-pub(crate) struct Slot {
+struct Slot {
     slots: Arc<Slots>,
     id: u64,
     kill: CancellationToken,
