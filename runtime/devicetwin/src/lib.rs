@@ -16,6 +16,7 @@ pub mod device;
 pub mod effects;
 pub mod hooks;
 pub mod inbound;
+pub mod limits;
 pub mod mapper_update;
 pub mod membership;
 pub mod module;

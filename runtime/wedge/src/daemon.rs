@@ -130,9 +130,12 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
                 wedge_core::outbox::MIGRATIONS,
             )
             .await?;
-        let outbox = wedge_core::outbox::Outbox::open(
+        let outbox = wedge_core::outbox::Outbox::open_with(
             store.clone(),
-            config.wedge.outbox.max_messages as usize,
+            wedge_core::outbox::OutboxLimits::with_relayed_percent(
+                config.wedge.outbox.max_messages as usize,
+                config.wedge.outbox.relayed_percent,
+            ),
         )
         .await
         .context("cannot open the cloud outbox")?;
@@ -148,6 +151,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             )
             .await?;
         let mut settings = DeviceTwinSettings::new(node.clone());
+        settings.limits = wedge_devicetwin::limits::Limits {
+            max_twins_per_device: config.wedge.devices.max_twins_per_device as usize,
+            max_devices: config.wedge.devices.max_devices as usize,
+        };
         if !config.wedge.devices.dir.is_empty() {
             settings.devices_dir = Some(config.wedge.devices.dir.clone().into());
         }
