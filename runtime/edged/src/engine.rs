@@ -279,11 +279,12 @@ impl Engine {
             }
         }
         let last = last.map(|e| e.to_string()).unwrap_or_default();
+        let tried = credentials.len();
+        let plural = if tried == 1 { "" } else { "s" };
         Err(EngineError::Image {
             reason: "ErrImagePull",
             message: format!(
-                "pulling image {image:?} failed with each of its {} pull secret credentials; last: {last}",
-                credentials.len()
+                "pulling image {image:?} failed ({tried} pull secret credential{plural} tried): {last}"
             ),
         })
     }

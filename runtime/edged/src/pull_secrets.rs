@@ -270,7 +270,7 @@ impl Keyring {
 
 /// The credentials `pod`'s pull Secrets hold for `image`, fetched through `objects`. A Secret
 /// that is missing, cannot be fetched or cannot be read is logged at warn with its name, and
-/// the others still count (kubelet does the same).
+/// the others still count (kubelet does the same). A pod without pull Secrets asks nothing.
 pub async fn credentials(
     pod: &Pod,
     image: &str,

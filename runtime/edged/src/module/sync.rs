@@ -658,11 +658,7 @@ impl PodSync {
                 message,
             };
             let env = env.map_err(config_error)?;
-            let credentials = if pod.spec.image_pull_secrets.is_empty() {
-                Vec::new()
-            } else {
-                crate::pull_secrets::credentials(pod, &spec.image, objects).await
-            };
+            let credentials = crate::pull_secrets::credentials(pod, &spec.image, objects).await;
             self.engine
                 .ensure_image(&spec.image, spec.pull_policy(), &credentials)
                 .await?;
