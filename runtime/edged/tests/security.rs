@@ -116,18 +116,23 @@ fn cap_eff(status: &str) -> u64 {
 }
 
 #[tokio::test]
-async fn dropped_capabilities_are_gone_added_ones_there_and_escalation_is_off() {
+async fn dropped_capabilities_are_gone_added_ones_there_and_escalation_and_seccomp_follow() {
     let name = unique("caps");
     let script = |out: &str| {
         format!(
             "busybox touch /tmp/f; if busybox chown 1:1 /tmp/f 2>/dev/null; then echo allowed > /data/{out}-chown; \
-             else echo denied > /data/{out}-chown; fi; busybox grep -E 'CapEff|NoNewPrivs' /proc/self/status > /data/{out}-status; sleep 3600"
+             else echo denied > /data/{out}-chown; fi; busybox grep -E 'CapEff|NoNewPrivs|Seccomp:' /proc/self/status > /data/{out}-status; sleep 3600"
         )
     };
     let mut p = with_data(pod(
         &name,
-        json!({"containers": [sh("limited", &script("limited")), sh("control", &script("control"))]}),
+        json!({
+            "securityContext": {"seccompProfile": {"type": "Unconfined"}},
+            "containers": [sh("limited", &script("limited")), sh("control", &script("control"))],
+        }),
     ));
+    p["spec"]["containers"][1]["securityContext"] =
+        json!({"seccompProfile": {"type": "RuntimeDefault"}});
     p["spec"]["containers"][0]["securityContext"] = json!({
         "capabilities": {"drop": ["CHOWN"], "add": ["NET_ADMIN"]},
         "allowPrivilegeEscalation": false,
@@ -141,6 +146,8 @@ async fn dropped_capabilities_are_gone_added_ones_there_and_escalation_is_off() 
     assert_eq!(cap_eff(&limited) & chown, 0, "{limited}");
     assert_eq!(cap_eff(&limited) & net_admin, net_admin, "{limited}");
     assert!(limited.contains("NoNewPrivs:\t1"), "{limited}");
+    // The pod's Unconfined seccomp profile: no filter (mode 0).
+    assert!(limited.contains("Seccomp:\t0"), "{limited}");
     assert_eq!(
         node.wait_file(&data.join("limited-chown")).await.trim(),
         "denied"
@@ -149,6 +156,8 @@ async fn dropped_capabilities_are_gone_added_ones_there_and_escalation_is_off() 
     let control = node.wait_file(&data.join("control-status")).await;
     assert_eq!(cap_eff(&control) & (chown | net_admin), chown, "{control}");
     assert!(control.contains("NoNewPrivs:\t0"), "{control}");
+    // Its own RuntimeDefault overrides the pod's: Docker's filter (mode 2).
+    assert!(control.contains("Seccomp:\t2"), "{control}");
     assert_eq!(
         node.wait_file(&data.join("control-chown")).await.trim(),
         "allowed"
