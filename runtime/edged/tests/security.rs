@@ -19,11 +19,15 @@ use common::unique;
 use node::{Node, container, pod, running, sh, uid};
 use serde_json::{Value, json};
 
-/// Mounts emptyDir `data` at `/data` in every container of `pod`.
+/// Mounts emptyDir `data` at `/data` in every container of `pod`, init containers included.
 fn with_data(mut pod: Value) -> Value {
     pod["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
-    for c in pod["spec"]["containers"].as_array_mut().unwrap() {
-        c["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    for list in ["initContainers", "containers"] {
+        // `get_mut`: indexing would add a `null` list, which is no pod spec.
+        let containers = pod["spec"].get_mut(list).and_then(Value::as_array_mut);
+        for c in containers.into_iter().flatten() {
+            c["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+        }
     }
     pod
 }
@@ -35,6 +39,7 @@ async fn run_as_user_and_group_are_seen_inside_and_fs_group_makes_the_empty_dir_
         &ids,
         json!({
             "securityContext": {"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000, "supplementalGroups": [4000]},
+            "initContainers": [sh("init", "busybox id -u > /data/init-uid")],
             "containers": [
                 sh("pod-level", "busybox id -u > /data/uid; busybox id -g > /data/gid; busybox id -G > /data/groups; sleep 3600"),
                 sh("own", "busybox id -u > /data/own-uid; busybox id -g > /data/own-gid; sleep 3600"),
@@ -65,6 +70,8 @@ async fn run_as_user_and_group_are_seen_inside_and_fs_group_makes_the_empty_dir_
     assert_eq!(node.wait_file(&data.join("gid")).await.trim(), "3000");
     assert_eq!(node.wait_file(&data.join("own-gid")).await.trim(), "1002");
     assert_eq!(node.wait_file(&data.join("own-uid")).await.trim(), "1001");
+    // Init containers are containers too.
+    assert_eq!(node.wait_file(&data.join("init-uid")).await.trim(), "1000");
     // fsGroup owns the directory, setgid: what the containers write is the group's.
     let dir = std::fs::metadata(&data).unwrap();
     assert_eq!(dir.gid(), 2000);
