@@ -244,3 +244,27 @@ impl Node {
         }
     }
 }
+
+impl Drop for Node {
+    /// A test that failed before [`Node::stop`] still leaves no containers behind.
+    fn drop(&mut self) {
+        if self.supervisor.is_none() {
+            return;
+        }
+        let filter = format!("label=io.wedge.node={}", self.name);
+        let Ok(listed) = std::process::Command::new("docker")
+            .args(["ps", "-aq", "--filter", &filter])
+            .output()
+        else {
+            return;
+        };
+        let ids = String::from_utf8_lossy(&listed.stdout).into_owned();
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        if !ids.is_empty() {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&ids)
+                .output();
+        }
+    }
+}
