@@ -96,7 +96,8 @@ fn an_upload_flood_leaves_twin_updates_their_outbox_places_and_a_full_outbox_ref
     })
     .unwrap();
     assert_eq!(
-        node.metric("wedge_edgehub_outbox_relayed_messages").unwrap(),
+        node.metric("wedge_edgehub_outbox_relayed_messages")
+            .unwrap(),
         30.0
     );
 
@@ -106,8 +107,12 @@ fn an_upload_flood_leaves_twin_updates_their_outbox_places_and_a_full_outbox_ref
     let mut refused = None;
     for i in 0..40 {
         let event = format!("offline-{i}");
-        let result = round_trip(&mut mapper, &event, &[("temperature".into(), i.to_string())])
-            .unwrap();
+        let result = round_trip(
+            &mut mapper,
+            &event,
+            &[("temperature".into(), i.to_string())],
+        )
+        .unwrap();
         match (&result.get("code"), &refused) {
             (None, None) => stored.push(i),
             (None, Some(_)) => panic!("a success after a refusal: {result}"),
@@ -203,7 +208,11 @@ fn no_client_grows_a_device_past_its_twin_cap_and_twin_get_still_answers() {
     let twins = twin_get(&mut mapper).unwrap();
     let count = twins.as_object().map(|t| t.len()).unwrap_or(0);
     assert!(count <= 1000, "{count} twins");
-    assert_eq!(count, 2 + 100 * accepted, "the model's two twins and the accepted ones");
+    assert_eq!(
+        count,
+        2 + 100 * accepted,
+        "the model's two twins and the accepted ones"
+    );
     // Known twins still update at the cap.
     let known = round_trip(&mut mapper, "known", &[("grow-0-0".into(), "y".into())]).unwrap();
     assert!(known.get("code").is_none(), "{known}");

@@ -92,8 +92,21 @@ pub fn prepare_volumes(pod: &Pod, pods_root: &Path) -> Result<(), SpecError> {
                     dir.display()
                 ),
             })?;
-            // Kubelet re-owns the volumes it makes (emptyDir), never a hostPath.
+            // Kubelet re-owns the volumes it makes (emptyDir), never a hostPath. An emptyDir is
+            // world-writable, as kubelet makes it, so a container running as any user can use
+            // it without an fsGroup.
             if kind == "emptyDir" {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).map_err(
+                    |e| SpecError {
+                        reason: "VolumeSetupFailed",
+                        message: format!(
+                            "volume {}: cannot open {} to every user: {e}",
+                            volume.name,
+                            dir.display()
+                        ),
+                    },
+                )?;
                 crate::security_context::own_volume(&dir, pod, true).map_err(|e| SpecError {
                     reason: "VolumeSetupFailed",
                     message: format!("volume {}: {e}", volume.name),
@@ -376,5 +389,16 @@ mod tests {
         assert_ne!(spec_hash(&secured, &secured.spec.containers[0]), base);
         let json = serde_json::to_value(&p.spec.containers[0]).unwrap();
         assert!(json.get("securityContext").is_none(), "{json}");
+    }
+
+    #[test]
+    fn an_empty_dir_is_writable_by_every_user_as_kubelet_makes_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let p = pod();
+        prepare_volumes(&p, root.path()).unwrap();
+        let (dir, _) = volume_source(&p, "scratch", root.path()).unwrap();
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o777);
     }
 }

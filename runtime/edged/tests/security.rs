@@ -48,7 +48,8 @@ async fn run_as_user_and_group_are_seen_inside_and_fs_group_makes_the_empty_dir_
     ));
     with_ids["spec"]["containers"][1]["securityContext"] =
         json!({"runAsUser": 1001, "runAsGroup": 1002});
-    // The same non-root user without fsGroup: the emptyDir is root's, the write fails.
+    // The same non-root user without fsGroup: the emptyDir is world-writable (as kubelet makes
+    // it), but nothing in it is given to a group.
     let without = with_data(pod(
         &denied,
         json!({
@@ -84,12 +85,19 @@ async fn run_as_user_and_group_are_seen_inside_and_fs_group_makes_the_empty_dir_
     assert_eq!(std::fs::metadata(data.join("uid")).unwrap().gid(), 2000);
     assert_eq!(std::fs::metadata(data.join("uid")).unwrap().uid(), 1000);
 
-    let status = node.wait_status(&denied, |s| s["phase"] == "Failed").await;
+    let status = node
+        .wait_status(&denied, |s| s["phase"] == "Succeeded")
+        .await;
     assert_eq!(
         container(&status, "app")["state"]["terminated"]["exitCode"],
-        1,
+        0,
         "{status}"
     );
+    let plain = node.empty_dir(&without, "data");
+    let dir = std::fs::metadata(&plain).unwrap();
+    assert_eq!((dir.gid(), dir.permissions().mode() & 0o7777), (0, 0o777));
+    let written = std::fs::metadata(plain.join("f")).unwrap();
+    assert_eq!((written.uid(), written.gid()), (1000, 0));
     node.stop().await;
 }
 
