@@ -112,8 +112,19 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
     let twin_hooks = Arc::new(crate::twin_hooks::WasmTwinHooks::new(wasm.clone()));
 
     if modules.event_bus.enable {
-        let settings =
+        let mut settings =
             EventBusSettings::from_config(&modules.event_bus, &node).context("modules.eventBus")?;
+        let users_file = &config.wedge.mqtt.users_file;
+        if !users_file.is_empty() {
+            settings.users_file = Some(users_file.into());
+            // Checked now, so a bad file stops the start with its reason instead of a module
+            // that restarts.
+            wedge_eventbus::access::AccessPolicy::build(
+                settings.credentials.as_ref(),
+                settings.users_file.as_deref(),
+            )
+            .context("wedge.mqtt.usersFile")?;
+        }
         store
             .migrate(wedge_eventbus::COMPONENT, wedge_eventbus::MIGRATIONS)
             .await?;

@@ -37,6 +37,9 @@ pub struct WedgeSettings {
     /// The cloud link's own limits (beyond `modules.edgeHub`).
     #[serde(deserialize_with = "null_as_default")]
     pub edge_hub: EdgeHubSettings,
+    /// Who may use the embedded MQTT broker (beyond `modules.eventBus`).
+    #[serde(deserialize_with = "null_as_default")]
+    pub mqtt: MqttSettings,
     /// Wedge's edged (static pods, Wasm pods).
     #[serde(deserialize_with = "null_as_default")]
     pub edged: EdgedSettings,
@@ -55,6 +58,7 @@ impl Default for WedgeSettings {
             devices: DevicesSettings::default(),
             outbox: OutboxSettings::default(),
             edge_hub: EdgeHubSettings::default(),
+            mqtt: MqttSettings::default(),
             edged: EdgedSettings::default(),
         }
     }
@@ -105,6 +109,17 @@ impl Default for DevicesSettings {
             max_devices: 10_000,
         }
     }
+}
+
+/// `wedge.mqtt`: who may use the embedded MQTT broker.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct MqttSettings {
+    /// YAML file of the embedded broker's users (PBKDF2 password hashes) and the topics each
+    /// may publish and subscribe to, plus what anonymous clients may do ("" = KubeEdge's
+    /// rules: `mqttUsername`/`mqttPassword` when set, else anyone may do anything, which the
+    /// broker says at start). Must not be readable by other users.
+    pub users_file: String,
 }
 
 /// `wedge.outbox`: cloud-bound messages kept in SQLite until the cloud has them.
