@@ -195,6 +195,12 @@ pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
             c.is_some_and(|c| c["status"] == "True" && c["lastTransitionTime"].is_string()),
             "condition {kind}: {c:?} in {status}"
         );
+        // The reason it had while False (ContainersNotInitialized...) is gone: CloudCore
+        // merges conditions by type, so the node must clear it.
+        ensure!(
+            c.is_some_and(|c| c.get("reason").is_none() && c.get("message").is_none()),
+            "condition {kind} kept an old reason: {c:?}"
+        );
     }
     let init = &status["initContainerStatuses"][0];
     ensure!(
