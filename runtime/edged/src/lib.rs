@@ -1,7 +1,7 @@
 //! EdgeD: the node's pods on a Docker engine, driven by KubeEdge's metamanager protocol
 //! (`spec/kubeedge-compat.md` §6).
 //!
-//! Work in progress (issue 6); the parts land one by one, each tested against a real engine:
+//! Its parts, each tested against a real engine where it touches one:
 //! - [`pod`]: the Pod subset edged runs, and the checks that turn a bad spec into a status;
 //! - [`quantity`]: memory and CPU limits as the engine wants them;
 //! - [`engine`]: images and labelled containers through bollard;
