@@ -129,8 +129,19 @@ async fn run_node(
     let twin_hooks = Arc::new(crate::twin_hooks::WasmTwinHooks::new(wasm.clone()));
 
     if modules.event_bus.enable {
-        let settings =
+        let mut settings =
             EventBusSettings::from_config(&modules.event_bus, &node).context("modules.eventBus")?;
+        let users_file = &config.wedge.mqtt.users_file;
+        if !users_file.is_empty() {
+            settings.users_file = Some(users_file.into());
+            // Checked now, so a bad file stops the start with its reason instead of a module
+            // that restarts.
+            wedge_eventbus::access::AccessPolicy::build(
+                settings.credentials.as_ref(),
+                settings.users_file.as_deref(),
+            )
+            .context("wedge.mqtt.usersFile")?;
+        }
         store
             .migrate(wedge_eventbus::COMPONENT, wedge_eventbus::MIGRATIONS)
             .await?;
@@ -147,9 +158,12 @@ async fn run_node(
                 wedge_core::outbox::MIGRATIONS,
             )
             .await?;
-        let outbox = wedge_core::outbox::Outbox::open(
+        let outbox = wedge_core::outbox::Outbox::open_with(
             store.clone(),
-            config.wedge.outbox.max_messages as usize,
+            wedge_core::outbox::OutboxLimits::with_relayed_percent(
+                config.wedge.outbox.max_messages as usize,
+                config.wedge.outbox.relayed_percent,
+            ),
         )
         .await
         .context("cannot open the cloud outbox")?;
@@ -165,6 +179,10 @@ async fn run_node(
             )
             .await?;
         let mut settings = DeviceTwinSettings::new(node.clone());
+        settings.limits = wedge_devicetwin::limits::Limits {
+            max_twins_per_device: config.wedge.devices.max_twins_per_device as usize,
+            max_devices: config.wedge.devices.max_devices as usize,
+        };
         if !config.wedge.devices.dir.is_empty() {
             settings.devices_dir = Some(config.wedge.devices.dir.clone().into());
         }

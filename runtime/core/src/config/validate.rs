@@ -377,6 +377,27 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
         "queued cloud-bound messages",
     );
     v.in_range(
+        "wedge.devices.maxTwinsPerDevice",
+        w.devices.max_twins_per_device,
+        1,
+        1_000_000,
+        "twins per device",
+    );
+    v.in_range(
+        "wedge.devices.maxDevices",
+        w.devices.max_devices,
+        1,
+        10_000_000,
+        "devices on the node",
+    );
+    v.in_range(
+        "wedge.outbox.relayedPercent",
+        w.outbox.relayed_percent,
+        1,
+        100,
+        "percent of the outbox for relayed uploads",
+    );
+    v.in_range(
         "wedge.edgeHub.maxFrameBytes",
         w.edge_hub.max_frame_bytes,
         4096,
