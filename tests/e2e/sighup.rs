@@ -72,11 +72,12 @@ fn sighup_reloads_devices_and_log_level_and_never_stops_the_node() {
         node.daemon.log()
     );
 
-    // A device file added and the log level raised in the config file, then SIGHUP.
+    // A device file added, the log level raised and a key that needs a restart changed in the
+    // config file, then SIGHUP.
     std::fs::write(dir.path().join("devices/late.yaml"), LATE_DEVICE).unwrap();
     let config = dir.path().join("edgecore.yaml");
     let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str("  logLevel: debug\n");
+    text.push_str("  logLevel: debug\n  store:\n    maxBatch: 64\n");
     std::fs::write(&config, &text).unwrap();
     hup(&node);
     wait_log(&node, "devices directory reloaded", 1);
@@ -93,10 +94,14 @@ fn sighup_reloads_devices_and_log_level_and_never_stops_the_node() {
         after["twin"]["temperature"]["expected"]["value"], "30",
         "the device added before the SIGHUP is defined: {after}"
     );
+    let log = node.daemon.log();
     assert!(
-        node.daemon.log().contains(" DEBUG "),
-        "logLevel: debug took effect:\n{}",
-        node.daemon.log()
+        log.contains(" DEBUG "),
+        "logLevel: debug took effect:\n{log}"
+    );
+    assert!(
+        log.contains("applied at the next restart: wedge.store.maxBatch"),
+        "a key that cannot be reloaded is named:\n{log}"
     );
 
     // The file removed again: the device leaves the catalog (its rows stay, as when the cloud
