@@ -15,6 +15,21 @@ use wedge_tests::mqtt::MqttClient;
 const THERMO_1: &str = "$hw/events/device/default/thermo-1";
 const THERMO_2: &str = "$hw/events/device/default/thermo-2";
 
+/// `wedge mqtt hash-password` with `password` on its standard input.
+fn cli_hash(password: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new(wedge_tests::wedge_bin())
+        .args(["mqtt", "hash-password", "--iterations", "10000"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("wedge runs (cargo build --bins first)");
+    writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 fn users_file(dir: &std::path::Path) -> std::path::PathBuf {
     let hash = |password: &str| {
         PasswordHash::derive(password.as_bytes(), b"test-salt", MIN_ITERATIONS * 10)
@@ -34,7 +49,8 @@ fn users_file(dir: &std::path::Path) -> std::path::PathBuf {
   subscribe: [\"#\"]
 ",
             mapper = hash("mapper-pw"),
-            operator = hash("operator-pw"),
+            // Made the way an operator makes one.
+            operator = cli_hash("operator-pw"),
         ),
     )
     .unwrap();

@@ -181,6 +181,19 @@ impl PasswordHash {
         )
     }
 
+    /// Makes the stored form of `password` with a fresh 16-byte random salt.
+    pub fn with_random_salt(password: &[u8], iterations: u32) -> Result<String, AccessError> {
+        use ring::rand::SecureRandom;
+        let mut salt = [0u8; 16];
+        ring::rand::SystemRandom::new()
+            .fill(&mut salt)
+            .map_err(|_| AccessError::Invalid {
+                path: PathBuf::new(),
+                reason: "the system's random source failed".to_owned(),
+            })?;
+        Ok(PasswordHash::derive(password, &salt, iterations))
+    }
+
     /// Whether `password` is the one stored (constant time).
     fn verify(&self, password: &[u8]) -> bool {
         ring::pbkdf2::verify(

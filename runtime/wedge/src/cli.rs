@@ -25,6 +25,26 @@ pub enum Command {
     /// Write, build and deploy Wasm modules (device mappers and twin handlers).
     #[command(subcommand)]
     Module(ModuleCommand),
+    /// The embedded MQTT broker's users file (`wedge.mqtt.usersFile`).
+    #[command(subcommand)]
+    Mqtt(MqttCommand),
+    /// Print a shell completion script (e.g. `wedge completions bash > /etc/bash_completion.d/wedge`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `wedge mqtt ...`.
+#[derive(Debug, Subcommand)]
+pub enum MqttCommand {
+    /// Read a password on standard input (one line) and print its `passwordHash` for the users
+    /// file (PBKDF2-HMAC-SHA256, random salt).
+    HashPassword {
+        /// PBKDF2 iterations (at least 1,000; checking a log-in costs about this many).
+        #[arg(long, default_value_t = 100_000)]
+        iterations: u32,
+    },
 }
 
 /// Where `wedge module ...` reaches a node's admin API: its unix socket by default (found in

@@ -17,6 +17,7 @@ mod edged_config;
 mod heap;
 mod logging;
 mod module_cmd;
+mod mqtt_cmd;
 mod precompile;
 mod reload;
 mod rlimit;
@@ -35,6 +36,13 @@ fn main() -> ExitCode {
         cli::Command::Run(args) => daemon::run(args),
         cli::Command::Config(cmd) => config_cmd::run(cmd),
         cli::Command::Module(cmd) => module_cmd::run(cmd),
+        cli::Command::Mqtt(cmd) => mqtt_cmd::run(cmd),
+        cli::Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = cli::Cli::command();
+            clap_complete::generate(shell, &mut command, "wedge", &mut std::io::stdout());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
