@@ -46,6 +46,8 @@ pub struct Stats {
     pub(crate) broker_clients: AtomicU64,
     /// Deliveries the embedded broker dropped because a client's queue was full.
     pub(crate) broker_dropped: AtomicU64,
+    /// The embedded broker's limits at work.
+    pub(crate) broker: crate::broker::BrokerStats,
 }
 
 impl Stats {
@@ -166,6 +168,7 @@ impl MetricsSource for Stats {
             &[],
             get(&self.broker_dropped),
         );
+        self.broker.write_metrics(w);
     }
 }
 

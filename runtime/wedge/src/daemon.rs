@@ -112,8 +112,9 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
     let twin_hooks = Arc::new(crate::twin_hooks::WasmTwinHooks::new(wasm.clone()));
 
     if modules.event_bus.enable {
-        let settings =
-            EventBusSettings::from_config(&modules.event_bus, &node).context("modules.eventBus")?;
+        let settings = EventBusSettings::from_config(&modules.event_bus, &node)
+            .context("modules.eventBus")?
+            .with_broker(&config.wedge.broker);
         store
             .migrate(wedge_eventbus::COMPONENT, wedge_eventbus::MIGRATIONS)
             .await?;
