@@ -64,16 +64,23 @@ fn encode(packet: Packet) -> Vec<u8> {
 
 /// A raw TCP client that sent CONNECT with `keep_alive` seconds and got CONNACK 0.
 fn raw_connect(port: u16, id: &str, keep_alive: u16) -> TcpStream {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the broker");
+    try_raw_connect(port, id, keep_alive).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn try_raw_connect(port: u16, id: &str, keep_alive: u16) -> Result<TcpStream, String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
     let mut connect = Connect::new(id);
     connect.keep_alive = keep_alive;
-    s.write_all(&encode(Packet::Connect(connect))).unwrap();
+    s.write_all(&encode(Packet::Connect(connect)))
+        .map_err(|e| format!("CONNECT: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut connack = [0u8; 4];
     s.read_exact(&mut connack)
-        .unwrap_or_else(|e| panic!("no CONNACK for {id}: {e}"));
-    assert_eq!(connack, [0x20, 2, 0, 0], "CONNACK accepted for {id}");
-    s
+        .map_err(|e| format!("no CONNACK for {id}: {e}"))?;
+    if connack != [0x20, 2, 0, 0] {
+        return Err(format!("CONNACK for {id}: {connack:?}"));
+    }
+    Ok(s)
 }
 
 /// True when the broker closed `s` within `within` (EOF or reset); false while it stays open.
@@ -573,4 +580,108 @@ fn idle_keep_alive_zero_clients_are_dropped_and_slots_come_back() {
         ) >= 1.0
     );
     assert_eq!(metric(&node, "wedge_eventbus_broker_max_connections"), 20.0);
+}
+
+/// The daemon started with its own open-files limit (soft = hard = `nofile`), killed on drop.
+struct Limited {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Drop for Limited {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Out of file descriptors (EMFILE) the accept loop backs off and goes on: once descriptors
+/// are free again a client gets its CONNACK, and the failures are counted.
+#[test]
+fn accept_survives_running_out_of_file_descriptors() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = Extra {
+        event_bus: String::new(),
+        // The cap above the descriptor limit, so that accept(2) is what fails.
+        wedge: "  broker:\n    maxConnections: 5000\n".to_owned(),
+    };
+    let (config, port) =
+        wedge_tests::node::write_config_with(dir.path(), Broker::Embedded, THERMOMETERS, &extra)
+            .unwrap();
+    let admin = std::net::SocketAddr::from(([127, 0, 0, 1], wedge_tests::free_port()));
+    let log = dir.path().join("wedge.log");
+    let mut cmd = std::process::Command::new(wedge_tests::wedge_bin());
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("--admin-addr")
+        .arg(admin.to_string())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    // SAFETY: setrlimit is async-signal-safe; it only changes the child's own limit.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 160,
+                rlim_max: 160,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("start wedge");
+    let daemon = Limited { child, log };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !matches!(http_get(admin, "/healthz"), Ok((200, _))) {
+        assert!(
+            Instant::now() < deadline,
+            "not healthy:\n{}",
+            std::fs::read_to_string(&daemon.log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // More connections than descriptors: the kernel queues them, accept(2) fails with EMFILE.
+    let mut held = Vec::new();
+    for i in 0..220 {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => held.push(s),
+            Err(e) => panic!("connection {i} refused by the kernel: {e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(held);
+    // Descriptors come back as the closed sockets are accepted and end.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let connected = loop {
+        match try_raw_connect(port, "after-emfile", 30) {
+            Ok(_) => break true,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Err(_) => break false,
+        }
+    };
+    let log = std::fs::read_to_string(&daemon.log).unwrap_or_default();
+    assert!(
+        connected,
+        "no CONNACK once descriptors were free again:\n{log}"
+    );
+    assert!(
+        log.contains("embedded broker cannot accept"),
+        "accept never failed: the test did not exhaust descriptors"
+    );
+    let (code, page) = http_get(admin, "/metrics").expect("GET /metrics");
+    assert_eq!(code, 200);
+    let errors: f64 = page
+        .lines()
+        .find_map(|l| l.strip_prefix("wedge_eventbus_broker_accept_errors_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("accept errors metric");
+    assert!(errors >= 1.0, "accept errors counted: {errors}");
 }

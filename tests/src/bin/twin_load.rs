@@ -133,9 +133,8 @@ struct Args {
     /// The mosquitto binary [default: from PATH or /usr/sbin].
     #[arg(long)]
     mosquitto: Option<PathBuf>,
-    /// Filters one extra connection subscribes (and holds for the run) that no load topic
-    /// matches, to measure whether routing slows with unrelated subscriptions; the embedded
-    /// broker's `wedge.broker.maxFiltersPerClient` is raised to fit.
+    /// Filters that extra connections (4,000 each) subscribe and hold for the run, matching no
+    /// load topic, to measure whether routing slows with unrelated subscriptions.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     foreign_filters: u32,
     /// Print one JSON object instead of text.
@@ -267,14 +266,7 @@ async fn run(args: &Args) -> Result<Report> {
         }
     };
     let plan = plan(args, broker.port())?;
-    let mut config = setup::wedge_config(&layout, broker, args.queue, &args.synchronous)?;
-    if args.foreign_filters > 4096 && args.broker == BrokerKind::Embedded {
-        // `wedge:` is the config's last section.
-        config.push_str(&format!(
-            "  broker:\n    maxFiltersPerClient: {}\n",
-            args.foreign_filters
-        ));
-    }
+    let config = setup::wedge_config(&layout, broker, args.queue, &args.synchronous)?;
     std::fs::write(layout.config(), config).context("cannot write the daemon's config")?;
 
     let admin = SocketAddr::from(([127, 0, 0, 1], procs::free_port()?));

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 pub struct BrokerSettings {
     /// Largest MQTT packet accepted or sent, whole (fixed header included), in bytes;
     /// 4096..=268435455. The default takes a 1 MiB payload (the eventbus's payload cap) with
-    /// its topic. A larger packet closes the connection before its body is read.
+    /// its topic. A larger packet closes the connection before its body is read. CONNECT is
+    /// limited to 64 KiB whatever this says.
     pub max_packet_bytes: u32,
     /// Bytes all connections together may hold for partial packets larger than 64 KiB, so
     /// many half-sent packets cannot grow memory past it; >= maxPacketBytes. A connection

@@ -77,7 +77,7 @@ pub(crate) async fn serve(
     let stats = router.stats().clone();
     let first = tokio::select! {
         _ = token.cancelled() => return,
-        r = tokio::time::timeout(settings.connect_timeout, wire.read_packet()) => r,
+        r = tokio::time::timeout(settings.connect_timeout, wire.read_first_packet()) => r,
     };
     let connect = match first {
         Ok(Ok(Packet::Connect(connect))) => connect,

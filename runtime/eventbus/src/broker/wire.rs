@@ -26,6 +26,9 @@ use tokio::time::Instant;
 /// released once empty.
 const LARGE: usize = 64 * 1024;
 
+/// Largest CONNECT accepted (client id, credentials and will included).
+pub(crate) const MAX_CONNECT: usize = LARGE;
+
 /// Why a connection ended abnormally.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ConnError {
@@ -86,10 +89,20 @@ impl Wire {
         self.limits.max_packet
     }
 
+    /// The first packet (CONNECT), at most [`MAX_CONNECT`] bytes: a client that has not
+    /// logged in never takes from the shared budget.
+    pub async fn read_first_packet(&mut self) -> Result<Packet, ConnError> {
+        self.read_limited(self.limits.max_packet.min(MAX_CONNECT))
+            .await
+    }
+
     /// The next packet. Cancel-safe: partial input, its deadline and its budget stay with the
     /// wire.
     pub async fn read_packet(&mut self) -> Result<Packet, ConnError> {
-        let max = self.limits.max_packet;
+        self.read_limited(self.limits.max_packet).await
+    }
+
+    async fn read_limited(&mut self, max: usize) -> Result<Packet, ConnError> {
         loop {
             match rumqttc::check(self.read_buf.iter(), max) {
                 Ok(header) if header.frame_length() > max => {

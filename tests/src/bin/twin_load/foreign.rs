@@ -1,7 +1,9 @@
-//! `--foreign-filters N`: one more MQTT connection that subscribes N filters no load topic
-//! matches, and holds them for the whole run — the "one client subscribes 200,000 filters"
-//! case of issue 15. The round trip with and without them tells whether the broker's routing
-//! cost grows with unrelated subscriptions.
+//! `--foreign-filters N`: more MQTT connections that subscribe N filters no load topic matches,
+//! and hold them for the whole run — the "200,000 filters" case of issue 15. The round trip
+//! with and without them tells whether the broker's routing cost grows with unrelated
+//! subscriptions. They are spread over connections of [`PER_CONNECTION`] filters, under the
+//! embedded broker's default `maxFiltersPerClient`, so the same run works against any broker
+//! and any Wedge build (routing used to scan every filter of every client alike).
 
 use std::time::{Duration, Instant};
 
@@ -12,17 +14,22 @@ use tokio::task::JoinHandle;
 /// Filters per SUBSCRIBE packet (well under the broker's packet limit).
 const BATCH: usize = 1000;
 
-/// The connection holding the foreign filters; unsubscribes nothing, disconnects on drop.
+/// Filters per connection.
+pub const PER_CONNECTION: usize = 4000;
+
+/// The connections holding the foreign filters; unsubscribe nothing, close on drop.
 pub struct Foreign {
-    _client: AsyncClient,
-    driver: JoinHandle<()>,
+    _clients: Vec<AsyncClient>,
+    drivers: Vec<JoinHandle<()>>,
     /// How long subscribing them all took.
     pub took: Duration,
 }
 
 impl Drop for Foreign {
     fn drop(&mut self) {
-        self.driver.abort();
+        for driver in &self.drivers {
+            driver.abort();
+        }
     }
 }
 
@@ -40,14 +47,37 @@ fn filter(i: usize) -> String {
 /// SUBACK; fails when any is refused.
 pub async fn subscribe(port: u16, count: usize) -> Result<Foreign> {
     let started = Instant::now();
-    let mut options = MqttOptions::new("twin-load-foreign", "127.0.0.1", port);
+    let mut foreign = Foreign {
+        _clients: Vec::new(),
+        drivers: Vec::new(),
+        took: Duration::ZERO,
+    };
+    for (c, first) in (0..count).step_by(PER_CONNECTION).enumerate() {
+        let last = (first + PER_CONNECTION).min(count);
+        let (client, driver) = connection(port, c, first..last).await?;
+        foreign._clients.push(client);
+        foreign.drivers.push(driver);
+    }
+    foreign.took = started.elapsed();
+    Ok(foreign)
+}
+
+/// One connection subscribing filters `range`, then kept alive by its driver task.
+async fn connection(
+    port: u16,
+    index: usize,
+    range: std::ops::Range<usize>,
+) -> Result<(AsyncClient, JoinHandle<()>)> {
+    let mut options = MqttOptions::new(format!("twin-load-foreign-{index}"), "127.0.0.1", port);
     options.set_keep_alive(Duration::from_secs(60));
     options.set_max_packet_size(1024 * 1024, 1024 * 1024);
-    let batches = count.div_ceil(BATCH);
-    let (client, mut eventloop) = AsyncClient::new(options, batches + 10);
-    for b in 0..batches {
-        let filters: Vec<SubscribeFilter> = (b * BATCH..((b + 1) * BATCH).min(count))
-            .map(|i| SubscribeFilter::new(filter(i), QoS::AtMostOnce))
+    let ids: Vec<usize> = range.collect();
+    let batches: Vec<&[usize]> = ids.chunks(BATCH).collect();
+    let (client, mut eventloop) = AsyncClient::new(options, batches.len() + 10);
+    for batch in &batches {
+        let filters: Vec<SubscribeFilter> = batch
+            .iter()
+            .map(|i| SubscribeFilter::new(filter(*i), QoS::AtMostOnce))
             .collect();
         client
             .subscribe_many(filters)
@@ -56,7 +86,7 @@ pub async fn subscribe(port: u16, count: usize) -> Result<Foreign> {
     }
     let mut acked = 0;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    while acked < batches {
+    while acked < batches.len() {
         match tokio::time::timeout_at(deadline, eventloop.poll()).await {
             Ok(Ok(Event::Incoming(Packet::SubAck(ack)))) => {
                 if ack
@@ -69,16 +99,13 @@ pub async fn subscribe(port: u16, count: usize) -> Result<Foreign> {
                 acked += 1;
             }
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => bail!("foreign-filter connection failed: {e}"),
-            Err(_) => bail!("foreign SUBACKs: {acked} of {batches} within 300 s"),
+            Ok(Err(e)) => bail!("foreign-filter connection {index} failed: {e}"),
+            Err(_) => bail!(
+                "foreign connection {index}: {acked} of {} SUBACKs within 300 s",
+                batches.len()
+            ),
         }
     }
-    let took = started.elapsed();
-    // Keep the connection (and its subscriptions) alive for the run.
     let driver = tokio::spawn(async move { while eventloop.poll().await.is_ok() {} });
-    Ok(Foreign {
-        _client: client,
-        driver,
-        took,
-    })
+    Ok((client, driver))
 }
