@@ -42,6 +42,8 @@ pub(crate) struct ConnectionSettings {
     pub idle_timeout: Duration,
     /// Subscriptions one client may hold.
     pub max_filters: usize,
+    /// Framing limits shared by every connection.
+    pub limits: Arc<WireLimits>,
 }
 
 /// How a connection ended, which decides whether the client's will is published.
@@ -69,11 +71,10 @@ pub(crate) async fn serve(
     peer: SocketAddr,
     router: Arc<Router>,
     settings: Arc<ConnectionSettings>,
-    limits: Arc<WireLimits>,
     token: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
-    let mut wire = Wire::new(stream, limits);
+    let mut wire = Wire::new(stream, settings.limits.clone());
     let stats = router.stats().clone();
     let first = tokio::select! {
         _ = token.cancelled() => return,

@@ -132,14 +132,6 @@ impl EmbeddedBroker {
         ));
         let token = parent.child_token();
         let tasks = TaskTracker::new();
-        let settings = Arc::new(ConnectionSettings {
-            credentials: options.credentials,
-            queue: options.queue,
-            max_inflight: options.max_inflight.max(1),
-            connect_timeout: options.connect_timeout,
-            idle_timeout: options.idle_timeout,
-            max_filters: options.max_filters,
-        });
         let limits = Arc::new(WireLimits {
             max_packet: options.max_packet,
             packet_timeout: options.packet_timeout,
@@ -149,6 +141,15 @@ impl EmbeddedBroker {
                     .max(options.max_packet)
                     .min(Semaphore::MAX_PERMITS),
             )),
+        });
+        let settings = Arc::new(ConnectionSettings {
+            credentials: options.credentials,
+            queue: options.queue,
+            max_inflight: options.max_inflight.max(1),
+            connect_timeout: options.connect_timeout,
+            idle_timeout: options.idle_timeout,
+            max_filters: options.max_filters,
+            limits,
         });
         let max_connections = options.max_connections.max(1);
         stats
@@ -166,7 +167,6 @@ impl EmbeddedBroker {
             listener,
             router.clone(),
             settings,
-            limits,
             Arc::new(Semaphore::new(max_connections)),
             tasks.clone(),
             stats,
@@ -223,7 +223,6 @@ async fn accept_loop(
     listener: TcpListener,
     router: Arc<Router>,
     settings: Arc<ConnectionSettings>,
-    limits: Arc<WireLimits>,
     slots: Arc<Semaphore>,
     tasks: TaskTracker,
     stats: Arc<Stats>,
@@ -252,14 +251,9 @@ async fn accept_loop(
             tracing::warn!(%peer, "embedded broker at its connection limit (wedge.broker.maxConnections); closing");
             continue;
         };
-        let (router, settings, limits, token) = (
-            router.clone(),
-            settings.clone(),
-            limits.clone(),
-            token.clone(),
-        );
+        let (router, settings, token) = (router.clone(), settings.clone(), token.clone());
         tasks.spawn(async move {
-            connection::serve(stream, peer, router, settings, limits, token).await;
+            connection::serve(stream, peer, router, settings, token).await;
             drop(slot);
         });
     }

@@ -36,7 +36,7 @@ impl Drop for Foreign {
 /// The `i`-th foreign filter: shaped like the load topics (same `$hw/events/device/` prefix,
 /// half with a wildcard), on devices that do not exist.
 fn filter(i: usize) -> String {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         format!("$hw/events/device/default/foreign-{i}/twin/update/result")
     } else {
         format!("$hw/events/device/default/foreign-{i}/twin/+/result")
