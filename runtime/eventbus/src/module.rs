@@ -156,9 +156,13 @@ impl Module for EventBus {
             external: None,
         };
         if settings.mode.uses_internal() {
+            let access = crate::access::AccessPolicy::build(
+                settings.credentials.as_ref(),
+                settings.users_file.as_deref(),
+            )?;
             let limits = &settings.broker;
             let options = BrokerOptions {
-                credentials: settings.credentials.clone(),
+                access,
                 queue: settings.session_queue_size,
                 max_packet: limits.max_packet_bytes as usize,
                 max_pending_bytes: usize::try_from(limits.max_pending_bytes).unwrap_or(usize::MAX),

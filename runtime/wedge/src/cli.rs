@@ -27,8 +27,24 @@ pub enum Command {
     Module(ModuleCommand),
 }
 
-/// The admin API a client command talks to.
-const DEFAULT_ADMIN: &str = "127.0.0.1:10240";
+/// Where `wedge module ...` reaches a node's admin API: its unix socket by default (found in
+/// the data directory exactly as `wedge run` resolves it), or TCP with a bearer token.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// The node's data directory, which holds its admin socket and token (default: as
+    /// `wedge run` resolves `wedge.dataDir`).
+    #[arg(long, env = "WEDGE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The node's admin socket (default: <data dir>/admin.sock).
+    #[arg(long, env = "WEDGE_ADMIN_SOCKET")]
+    pub admin_socket: Option<PathBuf>,
+    /// Reach the node over TCP at this address (its `wedge.adminAddr`) instead of the socket.
+    #[arg(long, env = "WEDGE_ADMIN_ADDR", conflicts_with = "admin_socket")]
+    pub admin_addr: Option<SocketAddr>,
+    /// File with the bearer token for TCP (default: <data dir>/admin.token when readable).
+    #[arg(long, env = "WEDGE_ADMIN_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+}
 
 /// `wedge module ...`.
 #[derive(Debug, Subcommand)]
@@ -60,23 +76,23 @@ pub enum ModuleCommand {
     Deploy {
         /// The packaged .wasm file.
         file: PathBuf,
-        /// The node's admin API.
-        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
-        admin_addr: SocketAddr,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// List the modules deployed on a running node.
     List {
-        /// The node's admin API.
-        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
-        admin_addr: SocketAddr,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Remove a module from a running node.
     Remove {
         /// Module name.
         name: String,
-        /// The node's admin API.
-        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
-        admin_addr: SocketAddr,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Compile a packaged module into a node's component cache (run by the daemon itself, so
     /// the compiler's memory is never the daemon's).
@@ -111,7 +127,8 @@ pub struct RunArgs {
     /// Directory for the node's state (overrides `wedge.dataDir`).
     #[arg(long, env = "WEDGE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Admin HTTP address for /healthz and /metrics (overrides `wedge.adminAddr`).
+    /// Also serve the admin API on this loopback TCP address (overrides `wedge.adminAddr`):
+    /// /healthz and /metrics open, /modules with the token of `wedge.admin.tokenFile`.
     #[arg(long)]
     pub admin_addr: Option<SocketAddr>,
     /// Log format (overrides `wedge.logFormat`).

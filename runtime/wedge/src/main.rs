@@ -6,6 +6,9 @@
 
 mod admin;
 mod admin_client;
+mod admin_guard;
+mod admin_server;
+mod admin_token;
 mod cert_rotation;
 mod cli;
 mod config_cmd;
@@ -15,6 +18,8 @@ mod heap;
 mod logging;
 mod module_cmd;
 mod precompile;
+mod reload;
+mod rlimit;
 mod scaffold;
 mod twin_hooks;
 mod wasm_bridge;

@@ -25,6 +25,7 @@
 //! (node name), `paths.rs` (data dir and DB path), `error.rs`,
 //! `serde_util.rs`.
 
+mod admin;
 mod broker;
 mod compat;
 mod dns;
@@ -46,6 +47,7 @@ mod wedge;
 
 use std::path::Path;
 
+pub use admin::{ADMIN_SOCKET_FILE, ADMIN_TOKEN_FILE, AdminSettings, MAX_SOCKET_PATH};
 pub use broker::BrokerSettings;
 pub use compat::NOT_IMPLEMENTED_PREFIX;
 pub use duration::GoDuration;

@@ -41,7 +41,7 @@ pub use router::Delivery;
 pub use stats::BrokerStats;
 
 use crate::error::EventBusError;
-use crate::settings::{BrokerUrl, Credentials};
+use crate::settings::BrokerUrl;
 use crate::stats::Stats;
 use connection::{ConnectionSettings, LOCAL_CLIENT_ID};
 use router::{ClientKind, Router};
@@ -50,8 +50,8 @@ use wire::WireLimits;
 /// Tuning of the embedded broker (`wedge.broker` and `mqttSessionQueueSize`).
 #[derive(Debug, Clone)]
 pub struct BrokerOptions {
-    /// User name and password clients must present; `None` = anonymous.
-    pub credentials: Option<Credentials>,
+    /// Who may log in and which topics each client may use (anyone, everything, by default).
+    pub access: crate::access::AccessPolicy,
     /// Deliveries queued per client (`mqttSessionQueueSize`) before they are dropped.
     pub queue: usize,
     /// Largest whole packet accepted or sent.
@@ -79,7 +79,7 @@ pub struct BrokerOptions {
 impl Default for BrokerOptions {
     fn default() -> BrokerOptions {
         BrokerOptions {
-            credentials: None,
+            access: crate::access::AccessPolicy::open(),
             queue: 100,
             max_packet: 1024 * 1024 + 64 * 1024,
             max_pending_bytes: 64 * 1024 * 1024,
@@ -142,8 +142,10 @@ impl EmbeddedBroker {
                     .min(Semaphore::MAX_PERMITS),
             )),
         });
+        announce_access(&options.access, local_addr);
         let settings = Arc::new(ConnectionSettings {
-            credentials: options.credentials,
+            access: options.access,
+            stats: stats.clone(),
             queue: options.queue,
             max_inflight: options.max_inflight.max(1),
             connect_timeout: options.connect_timeout,
@@ -216,6 +218,28 @@ impl EmbeddedBroker {
 impl Drop for EmbeddedBroker {
     fn drop(&mut self) {
         self.token.cancel();
+    }
+}
+
+/// Says at start who may use the broker: anonymous access to everything is KubeEdge's
+/// default, and an operator must know it is on.
+fn announce_access(access: &crate::access::AccessPolicy, addr: SocketAddr) {
+    let users = access.user_count();
+    match access.anonymous() {
+        Some(acl) if *acl == crate::access::Acl::everything() => tracing::warn!(
+            %addr,
+            users,
+            "MQTT: anonymous clients may publish and subscribe to every topic (KubeEdge's default); \
+             set wedge.mqtt.usersFile to require a log-in and limit each client's topics"
+        ),
+        Some(acl) => tracing::info!(
+            %addr,
+            users,
+            publish = ?acl.publish,
+            subscribe = ?acl.subscribe,
+            "MQTT: anonymous clients allowed, limited to the users file's anonymous topics"
+        ),
+        None => tracing::info!(%addr, users, "MQTT: log-in required; anonymous clients refused"),
     }
 }
 
