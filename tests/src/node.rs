@@ -37,6 +37,25 @@ pub struct TwinNode {
 /// Writes the config of a node with state in `dir` and device definitions `devices_yaml`
 /// (written to `dir/devices/devices.yaml`); returns (config path, MQTT port).
 pub fn write_config(dir: &Path, broker: Broker, devices_yaml: &str) -> Result<(PathBuf, u16)> {
+    write_config_with(dir, broker, devices_yaml, &Extra::default())
+}
+
+/// Keys a test adds to the node's config, as YAML lines indented for their section.
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    /// Lines under `modules.eventBus` (4 spaces), e.g. `"    mqttSessionQueueSize: 1000\n"`.
+    pub event_bus: String,
+    /// Lines under `wedge` (2 spaces), e.g. `"  broker:\n    idleTimeoutSeconds: 2\n"`.
+    pub wedge: String,
+}
+
+/// [`write_config`] with `extra` keys.
+pub fn write_config_with(
+    dir: &Path,
+    broker: Broker,
+    devices_yaml: &str,
+    extra: &Extra,
+) -> Result<(PathBuf, u16)> {
     let devices = dir.join("devices");
     std::fs::create_dir_all(&devices)?;
     std::fs::write(devices.join("devices.yaml"), devices_yaml)?;
@@ -54,11 +73,13 @@ modules:
     mqttMode: {mode}
     mqttServerInternal: tcp://127.0.0.1:{port}
     mqttServerExternal: tcp://127.0.0.1:{port}
-wedge:
+{event_bus}wedge:
   devices:
     dir: {devices}
-",
-        devices = devices.display()
+{wedge}",
+        devices = devices.display(),
+        event_bus = extra.event_bus,
+        wedge = extra.wedge,
     );
     let path = dir.join("edgecore.yaml");
     std::fs::write(&path, config)?;
@@ -69,7 +90,17 @@ impl TwinNode {
     /// Starts a node with state in `dir` and waits until it is healthy and its broker accepts
     /// connections.
     pub fn start(dir: &Path, broker: Broker, devices_yaml: &str) -> Result<TwinNode> {
-        let (config, mqtt_port) = write_config(dir, broker, devices_yaml)?;
+        TwinNode::start_with(dir, broker, devices_yaml, &Extra::default())
+    }
+
+    /// [`TwinNode::start`] with `extra` config keys.
+    pub fn start_with(
+        dir: &Path,
+        broker: Broker,
+        devices_yaml: &str,
+        extra: &Extra,
+    ) -> Result<TwinNode> {
+        let (config, mqtt_port) = write_config_with(dir, broker, devices_yaml, extra)?;
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let args = vec![
             "run".to_owned(),

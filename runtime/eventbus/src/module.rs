@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use rumqttc::QoS;
 use tokio::sync::mpsc;
@@ -11,7 +12,7 @@ use wedge_core::message::{group, module};
 use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_core::{Message, Module, ModuleContext, ModuleError, Store};
 
-use crate::broker::{BrokerOptions, EmbeddedBroker, LocalLink};
+use crate::broker::{BrokerOptions, EmbeddedBroker, LocalLink, connection_limit};
 use crate::external::ExternalLink;
 use crate::outbound::{Action, action};
 use crate::settings::EventBusSettings;
@@ -159,10 +160,19 @@ impl Module for EventBus {
                 settings.credentials.as_ref(),
                 settings.users_file.as_deref(),
             )?;
+            let limits = &settings.broker;
             let options = BrokerOptions {
                 access,
                 queue: settings.session_queue_size,
-                max_packet: settings.max_payload.saturating_mul(2).max(16 * 1024 * 1024),
+                max_packet: limits.max_packet_bytes as usize,
+                max_pending_bytes: usize::try_from(limits.max_pending_bytes).unwrap_or(usize::MAX),
+                packet_timeout: Duration::from_millis(limits.packet_timeout_ms.into()),
+                max_connections: connection_limit(limits.max_connections),
+                max_filters: limits.max_filters_per_client as usize,
+                max_retained: limits.max_retained_topics as usize,
+                max_retained_bytes: limits.max_retained_bytes,
+                connect_timeout: Duration::from_millis(limits.connect_timeout_ms.into()),
+                idle_timeout: Duration::from_secs(limits.idle_timeout_seconds.into()),
                 ..BrokerOptions::default()
             };
             let started =

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use wedge_core::config::EventBus;
+use wedge_core::config::{BrokerSettings, EventBus};
 
 use crate::error::SettingsError;
 
@@ -168,6 +168,9 @@ pub struct EventBusSettings {
     pub reconnect_initial: Duration,
     /// Longest delay between redials.
     pub reconnect_max: Duration,
+    /// The embedded broker's limits (`wedge.broker`); defaults unless
+    /// [`EventBusSettings::with_broker`] sets them.
+    pub broker: BrokerSettings,
 }
 
 /// Default payload cap: 1 MiB.
@@ -237,7 +240,14 @@ impl EventBusSettings {
             keep_alive: Duration::from_secs(30),
             reconnect_initial: Duration::from_millis(200),
             reconnect_max: Duration::from_secs(10),
+            broker: BrokerSettings::default(),
         })
+    }
+
+    /// These settings with the embedded broker's limits from `wedge.broker`.
+    pub fn with_broker(mut self, broker: &BrokerSettings) -> EventBusSettings {
+        self.broker = broker.clone();
+        self
     }
 }
 

@@ -48,6 +48,8 @@ pub struct Stats {
     pub(crate) broker_dropped: AtomicU64,
     /// PUBLISHes and SUBSCRIBE filters the access policy refused.
     pub(crate) access_denied: AtomicU64,
+    /// The embedded broker's limits at work.
+    pub(crate) broker: crate::broker::BrokerStats,
 }
 
 impl Stats {
@@ -178,6 +180,7 @@ impl MetricsSource for Stats {
             &[],
             get(&self.access_denied),
         );
+        self.broker.write_metrics(w);
     }
 }
 

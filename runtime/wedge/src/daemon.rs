@@ -129,8 +129,9 @@ async fn run_node(
     let twin_hooks = Arc::new(crate::twin_hooks::WasmTwinHooks::new(wasm.clone()));
 
     if modules.event_bus.enable {
-        let mut settings =
-            EventBusSettings::from_config(&modules.event_bus, &node).context("modules.eventBus")?;
+        let mut settings = EventBusSettings::from_config(&modules.event_bus, &node)
+            .context("modules.eventBus")?
+            .with_broker(&config.wedge.broker);
         let users_file = &config.wedge.mqtt.users_file;
         if !users_file.is_empty() {
             settings.users_file = Some(users_file.into());

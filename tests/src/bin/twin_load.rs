@@ -37,6 +37,8 @@
 // The crate root sits in src/bin/, so the sub-modules in src/bin/twin_load/ need their paths.
 #[path = "twin_load/clients.rs"]
 mod clients;
+#[path = "twin_load/foreign.rs"]
+mod foreign;
 #[path = "twin_load/procs.rs"]
 mod procs;
 #[path = "twin_load/report.rs"]
@@ -131,6 +133,10 @@ struct Args {
     /// The mosquitto binary [default: from PATH or /usr/sbin].
     #[arg(long)]
     mosquitto: Option<PathBuf>,
+    /// Filters that extra connections (4,000 each) subscribe and hold for the run, matching no
+    /// load topic, to measure whether routing slows with unrelated subscriptions.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    foreign_filters: u32,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -279,6 +285,19 @@ async fn run(args: &Args) -> Result<Report> {
         .env("HOME", &layout.root);
     let mut daemon = Managed::spawn("wedge", cmd, &layout.wedge_log())?;
     procs::wait_healthy(&mut daemon, admin, Duration::from_secs(30)).await?;
+    let _foreign = if args.foreign_filters > 0 {
+        let foreign = foreign::subscribe(broker.port(), args.foreign_filters as usize)
+            .await
+            .map_err(|e| e.context(daemon.failure("was subscribing foreign filters")))?;
+        eprintln!(
+            "twin-load: {} foreign filters subscribed in {:.1} s",
+            args.foreign_filters,
+            foreign.took.as_secs_f64()
+        );
+        Some(foreign)
+    } else {
+        None
+    };
     let rss_start_kib = procs::rss_kib(daemon.pid());
 
     let outcome = match clients::run(plan.clone()).await {
@@ -311,6 +330,7 @@ async fn run(args: &Args) -> Result<Report> {
         broker: broker_name,
         broker_url: format!("tcp://127.0.0.1:{}", broker.port()),
         queue: args.queue,
+        foreign_filters: args.foreign_filters,
         synchronous: args.synchronous.clone(),
         wedge,
         wedge_pid: daemon.pid(),

@@ -26,6 +26,7 @@
 //! `serde_util.rs`.
 
 mod admin;
+mod broker;
 mod compat;
 mod dns;
 mod duration;
@@ -47,6 +48,7 @@ mod wedge;
 use std::path::Path;
 
 pub use admin::{ADMIN_SOCKET_FILE, ADMIN_TOKEN_FILE, AdminSettings, MAX_SOCKET_PATH};
+pub use broker::BrokerSettings;
 pub use compat::NOT_IMPLEMENTED_PREFIX;
 pub use duration::GoDuration;
 pub use edged::Edged;

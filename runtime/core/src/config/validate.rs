@@ -427,6 +427,9 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
             ),
         );
     }
+    for (key, message) in w.broker.violations() {
+        v.fail(&key, message);
+    }
     if w.edged.wasm_runtime_class.is_empty() {
         v.fail("wedge.edged.wasmRuntimeClass", "must not be empty");
     }

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::broker::BrokerSettings;
 use super::serde_util::null_as_default;
 
 /// `wedge`: Wedge's own knobs.
@@ -52,6 +53,9 @@ pub struct WedgeSettings {
     /// Wedge's edged (static pods, Wasm pods).
     #[serde(deserialize_with = "null_as_default")]
     pub edged: EdgedSettings,
+    /// The embedded MQTT broker's limits.
+    #[serde(deserialize_with = "null_as_default")]
+    pub broker: BrokerSettings,
 }
 
 impl Default for WedgeSettings {
@@ -71,6 +75,7 @@ impl Default for WedgeSettings {
             edge_hub: EdgeHubSettings::default(),
             mqtt: MqttSettings::default(),
             edged: EdgedSettings::default(),
+            broker: BrokerSettings::default(),
         }
     }
 }

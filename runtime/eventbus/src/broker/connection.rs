@@ -7,20 +7,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use rumqttc::mqttbytes::Error as CodecError;
 use rumqttc::{
     ConnAck, ConnectReturnCode, Packet, PubAck, PubComp, PubRec, Publish, QoS, SubAck,
     SubscribeReasonCode, UnsubAck,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::router::{Delivery, Router};
+use super::router::{ClientKind, Delivery, Router, SubscribeRefused};
+use super::stats::Closed;
+use super::wire::{ConnError, Wire, WireLimits, delivered_size};
 use crate::access::{AccessPolicy, Grant, Refusal};
+use crate::stats::Stats;
 use crate::topics::{valid_filter, valid_topic};
 
 /// The client id the module's own in-process link uses; network clients may not take it.
@@ -35,25 +36,16 @@ pub(crate) struct ConnectionSettings {
     pub stats: Arc<crate::stats::Stats>,
     /// Deliveries queued per client before they are dropped.
     pub queue: usize,
-    /// Largest packet accepted from or sent to a client.
-    pub max_packet: usize,
     /// QoS 1 deliveries awaiting PUBACK before the broker stops sending to that client.
     pub max_inflight: usize,
     /// How long a new connection may take to send CONNECT.
     pub connect_timeout: Duration,
-}
-
-/// Why a connection ended abnormally.
-#[derive(Debug, thiserror::Error)]
-enum ConnError {
-    #[error("socket: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("malformed packet: {0}")]
-    Codec(CodecError),
-    #[error("protocol violation: {0}")]
-    Protocol(&'static str),
-    #[error("closed by the client")]
-    Eof,
+    /// Longest silence allowed: keep-alive 0 gets it, longer keep-alives are capped by it.
+    pub idle_timeout: Duration,
+    /// Subscriptions one client may hold.
+    pub max_filters: usize,
+    /// Framing limits shared by every connection.
+    pub limits: Arc<WireLimits>,
 }
 
 /// How a connection ended, which decides whether the client's will is published.
@@ -64,36 +56,15 @@ enum End {
     Kicked,
 }
 
-struct Wire {
-    stream: TcpStream,
-    read_buf: BytesMut,
-    write_buf: BytesMut,
-    max_packet: usize,
-}
-
-impl Wire {
-    /// The next packet. Cancel-safe: partial input stays in `read_buf`.
-    async fn read_packet(&mut self) -> Result<Packet, ConnError> {
-        loop {
-            match Packet::read(&mut self.read_buf, self.max_packet) {
-                Ok(packet) => return Ok(packet),
-                Err(CodecError::InsufficientBytes(_)) => {}
-                Err(e) => return Err(ConnError::Codec(e)),
-            }
-            if self.stream.read_buf(&mut self.read_buf).await? == 0 {
-                return Err(ConnError::Eof);
-            }
-        }
-    }
-
-    async fn write_packet(&mut self, packet: Packet) -> Result<(), ConnError> {
-        self.write_buf.clear();
-        packet
-            .write(&mut self.write_buf, self.max_packet)
-            .map_err(ConnError::Codec)?;
-        self.stream.write_all(&self.write_buf).await?;
-        Ok(())
-    }
+/// Counts a connection the broker closes itself, by reason.
+fn count_close(stats: &Stats, e: &ConnError) {
+    let why = match e {
+        ConnError::TooLarge(_) => Closed::PacketTooLarge,
+        ConnError::PacketTimeout => Closed::PacketTimeout,
+        ConnError::Idle => Closed::Idle,
+        _ => return,
+    };
+    stats.broker.closed(why);
 }
 
 /// Serves one accepted socket until it ends; never fails the broker.
@@ -105,15 +76,11 @@ pub(crate) async fn serve(
     token: CancellationToken,
 ) {
     let _ = stream.set_nodelay(true);
-    let mut wire = Wire {
-        stream,
-        read_buf: BytesMut::with_capacity(4096),
-        write_buf: BytesMut::with_capacity(4096),
-        max_packet: settings.max_packet,
-    };
+    let mut wire = Wire::new(stream, settings.limits.clone());
+    let stats = router.stats().clone();
     let first = tokio::select! {
         _ = token.cancelled() => return,
-        r = tokio::time::timeout(settings.connect_timeout, wire.read_packet()) => r,
+        r = tokio::time::timeout(settings.connect_timeout, wire.read_first_packet()) => r,
     };
     let connect = match first {
         Ok(Ok(Packet::Connect(connect))) => connect,
@@ -129,10 +96,12 @@ pub(crate) async fn serve(
         }
         Ok(Err(e)) => {
             tracing::debug!(%peer, "before CONNECT: {e}");
+            count_close(&stats, &e);
             return;
         }
         Err(_) => {
             tracing::debug!(%peer, "no CONNECT in time; closing");
+            stats.broker.closed(Closed::ConnectTimeout);
             return;
         }
     };
@@ -176,7 +145,10 @@ pub(crate) async fn serve(
     };
 
     let (tx, rx) = mpsc::channel(settings.queue.max(1));
-    let attachment = router.attach(&client_id, tx, &token);
+    let kind = ClientKind::Network {
+        max_filters: settings.max_filters,
+    };
+    let attachment = router.attach(&client_id, tx, kind, &token);
     // Sessions are not persisted: every session starts clean, so `session present` is 0.
     let mut session = Session {
         client_id: &client_id,
@@ -214,10 +186,19 @@ pub(crate) async fn serve(
         Ok(End::Kicked) => tracing::debug!(client_id = %client_id, "connection closed by broker"),
         Err(e) => {
             tracing::debug!(client_id = %client_id, "connection lost: {e}");
+            count_close(&stats, &e);
             if let Some(will) = connect.last_will
                 && valid_topic(&will.topic)
+                && delivered_size(will.topic.len(), will.message.len()) <= wire.max_packet()
             {
-                router.publish(&will.topic, will.message, will.qos, will.retain);
+                let pending =
+                    router.publish(&will.topic, will.message, will.qos, will.retain, true);
+                for delivery in pending {
+                    tokio::select! {
+                        _ = token.cancelled() => break,
+                        _ = delivery.send() => {}
+                    }
+                }
             }
         }
     }
@@ -252,7 +233,13 @@ struct Session<'a> {
 impl Session<'_> {
     async fn run(&mut self, wire: &mut Wire, kick: &CancellationToken) -> Result<End, ConnError> {
         // MQTT-3.1.2-24: one and a half keep-alive periods without a packet closes the link.
-        let grace = self.keep_alive + self.keep_alive / 2;
+        // Keep-alive 0 (none) and long keep-alives are bounded by the idle timeout, so a silent
+        // client cannot hold its slot for good.
+        let grace = if self.keep_alive.is_zero() {
+            self.settings.idle_timeout
+        } else {
+            (self.keep_alive + self.keep_alive / 2).min(self.settings.idle_timeout)
+        };
         let mut deadline = Instant::now() + grace;
         loop {
             let can_send = self.inflight.len() < self.settings.max_inflight;
@@ -268,9 +255,7 @@ impl Session<'_> {
                 Some(delivery) = self.deliveries.recv(), if can_send => {
                     self.deliver(wire, delivery).await?;
                 }
-                _ = tokio::time::sleep_until(deadline), if !self.keep_alive.is_zero() => {
-                    return Err(ConnError::Protocol("keep-alive expired"));
-                }
+                _ = tokio::time::sleep_until(deadline) => return Err(ConnError::Idle),
             }
         }
     }
@@ -280,6 +265,12 @@ impl Session<'_> {
             Packet::Publish(publish) => {
                 if !valid_topic(&publish.topic) {
                     return Err(ConnError::Protocol("PUBLISH to an invalid topic name"));
+                }
+                // Refused here what no QoS 1 subscriber could ever receive (its copy carries a
+                // packet id): retained, it would cost every such subscriber its connection.
+                let size = delivered_size(publish.topic.len(), publish.payload.len());
+                if size > wire.max_packet() {
+                    return Err(ConnError::TooLarge(size));
                 }
                 if !self.grant.may_publish(&publish.topic) {
                     // MQTT 3.1.1 has no negative acknowledgement: the publish is acknowledged
@@ -301,17 +292,17 @@ impl Session<'_> {
                     return Ok(None);
                 }
                 match publish.qos {
-                    QoS::AtMostOnce => self.route(publish),
+                    QoS::AtMostOnce => self.route(publish).await,
                     QoS::AtLeastOnce => {
                         let pkid = publish.pkid;
-                        self.route(publish);
+                        self.route(publish).await;
                         wire.write_packet(Packet::PubAck(PubAck::new(pkid))).await?;
                     }
                     QoS::ExactlyOnce => {
                         let pkid = publish.pkid;
                         // A re-sent QoS 2 publish is routed once.
                         if self.awaiting_release.insert(pkid) {
-                            self.route(publish);
+                            self.route(publish).await;
                         }
                         wire.write_packet(Packet::PubRec(PubRec::new(pkid))).await?;
                     }
@@ -330,19 +321,25 @@ impl Session<'_> {
                     .filters
                     .iter()
                     .map(|f| {
-                        if valid_filter(&f.path) && !self.grant.may_subscribe(&f.path) {
-                            self.denied(&f.path, "subscribe");
-                            SubscribeReasonCode::Failure
-                        } else if valid_filter(&f.path) {
-                            SubscribeReasonCode::Success(self.router.subscribe(
-                                self.client_id,
-                                self.generation,
-                                &f.path,
-                                f.qos,
-                            ))
-                        } else {
+                        if !valid_filter(&f.path) {
                             tracing::debug!(client_id = self.client_id, filter = %f.path, "invalid filter refused");
-                            SubscribeReasonCode::Failure
+                            return SubscribeReasonCode::Failure;
+                        }
+                        if !self.grant.may_subscribe(&f.path) {
+                            self.denied(&f.path, "subscribe");
+                            return SubscribeReasonCode::Failure;
+                        }
+                        match self.router.subscribe(self.generation, &f.path, f.qos) {
+                            Ok(granted) => SubscribeReasonCode::Success(granted),
+                            Err(SubscribeRefused::TooManyFilters) => {
+                                tracing::debug!(
+                                    client_id = self.client_id,
+                                    filter = %f.path,
+                                    limit = self.settings.max_filters,
+                                    "filter refused: wedge.broker.maxFiltersPerClient reached"
+                                );
+                                SubscribeReasonCode::Failure
+                            }
                         }
                     })
                     .collect();
@@ -351,8 +348,7 @@ impl Session<'_> {
             }
             Packet::Unsubscribe(unsubscribe) => {
                 for filter in &unsubscribe.topics {
-                    self.router
-                        .unsubscribe(self.client_id, self.generation, filter);
+                    self.router.unsubscribe(self.generation, filter);
                 }
                 wire.write_packet(Packet::UnsubAck(UnsubAck::new(unsubscribe.pkid)))
                     .await?;
@@ -384,16 +380,41 @@ impl Session<'_> {
         }
     }
 
-    fn route(&self, publish: Publish) {
-        self.router
-            .publish(&publish.topic, publish.payload, publish.qos, publish.retain);
+    /// Routes a client's publish. A QoS 1/2 message for the eventbus that finds its queue full
+    /// waits here for room, before the caller acknowledges it; meanwhile this connection reads
+    /// nothing (back-pressure on that one client only).
+    async fn route(&self, publish: Publish) {
+        let pending = self.router.publish(
+            &publish.topic,
+            publish.payload,
+            publish.qos,
+            publish.retain,
+            true,
+        );
+        for delivery in pending {
+            self.router
+                .stats()
+                .broker
+                .backpressure_waits
+                .fetch_add(1, Ordering::Relaxed);
+            delivery.send().await;
+        }
     }
 
     async fn deliver(&mut self, wire: &mut Wire, delivery: Delivery) -> Result<(), ConnError> {
         let mut publish =
             Publish::from_bytes(delivery.topic.as_ref(), delivery.qos, delivery.payload);
         publish.retain = delivery.retain;
-        if publish.size() > self.settings.max_packet {
+        if delivery.qos != QoS::AtMostOnce {
+            // Set before the size check: the packet id is part of what is sent.
+            publish.pkid = self.next_packet_id();
+        }
+        if publish.size() > wire.max_packet() {
+            self.router
+                .stats()
+                .broker
+                .undeliverable
+                .fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 client_id = self.client_id,
                 topic = %delivery.topic,
@@ -402,7 +423,6 @@ impl Session<'_> {
             return Ok(());
         }
         if delivery.qos != QoS::AtMostOnce {
-            publish.pkid = self.next_packet_id();
             self.inflight.insert(publish.pkid);
         }
         wire.write_packet(Packet::Publish(publish)).await

@@ -8,10 +8,21 @@
 //! keep-alive, client-id takeover and optional user name / password. Sessions are not persisted:
 //! each connection starts clean.
 //!
+//! What a client can make it hold is bounded (`wedge.broker`): packet size and partial packets
+//! ([`wire`]), silence (idle timeout, keep-alive 0 included), subscriptions per client (indexed
+//! by topic level, [`trie`]), retained topics and bytes ([`retained`]), connections (from the
+//! file descriptor budget, [`limits`]). A QoS 1/2 message for the eventbus is acknowledged only
+//! once the eventbus's queue took it.
+//!
 //! The module reaches the broker in-process through a [`LocalLink`]: no socket, no codec.
 
 mod connection;
+mod limits;
+mod retained;
 mod router;
+mod stats;
+mod trie;
+mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,31 +36,44 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use limits::connection_limit;
 pub use router::Delivery;
+pub use stats::BrokerStats;
 
 use crate::error::EventBusError;
 use crate::settings::BrokerUrl;
 use crate::stats::Stats;
 use connection::{ConnectionSettings, LOCAL_CLIENT_ID};
-use router::Router;
+use router::{ClientKind, Router};
+use wire::WireLimits;
 
-/// Tuning of the embedded broker.
+/// Tuning of the embedded broker (`wedge.broker` and `mqttSessionQueueSize`).
 #[derive(Debug, Clone)]
 pub struct BrokerOptions {
     /// Who may log in and which topics each client may use (anyone, everything, by default).
     pub access: crate::access::AccessPolicy,
     /// Deliveries queued per client (`mqttSessionQueueSize`) before they are dropped.
     pub queue: usize,
-    /// Largest packet accepted or sent.
+    /// Largest whole packet accepted or sent.
     pub max_packet: usize,
+    /// Bytes of large partial packets all connections may hold together.
+    pub max_pending_bytes: usize,
+    /// Time a packet that started arriving has to arrive whole.
+    pub packet_timeout: Duration,
     /// QoS 1 deliveries awaiting acknowledgement per client.
     pub max_inflight: usize,
     /// Most clients connected at once; further connections are closed at once.
     pub max_connections: usize,
+    /// Subscriptions one network client may hold.
+    pub max_filters: usize,
     /// Most retained topics kept.
     pub max_retained: usize,
+    /// Most retained payload bytes kept.
+    pub max_retained_bytes: u64,
     /// How long a new connection may take to send CONNECT.
     pub connect_timeout: Duration,
+    /// Longest silence of a connected client (keep-alive 0 included).
+    pub idle_timeout: Duration,
 }
 
 impl Default for BrokerOptions {
@@ -57,11 +81,16 @@ impl Default for BrokerOptions {
         BrokerOptions {
             access: crate::access::AccessPolicy::open(),
             queue: 100,
-            max_packet: 16 * 1024 * 1024,
+            max_packet: 1024 * 1024 + 64 * 1024,
+            max_pending_bytes: 64 * 1024 * 1024,
+            packet_timeout: Duration::from_secs(10),
             max_inflight: 100,
             max_connections: 1024,
+            max_filters: 4096,
             max_retained: 10_000,
+            max_retained_bytes: 64 * 1024 * 1024,
             connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -96,25 +125,51 @@ impl EmbeddedBroker {
                 addr: url.to_string(),
                 source,
             })?;
-        let router = Arc::new(Router::new(stats.clone(), options.max_retained));
+        let router = Arc::new(Router::new(
+            stats.clone(),
+            options.max_retained,
+            options.max_retained_bytes,
+        ));
         let token = parent.child_token();
         let tasks = TaskTracker::new();
+        let limits = Arc::new(WireLimits {
+            max_packet: options.max_packet,
+            packet_timeout: options.packet_timeout,
+            pending: Arc::new(Semaphore::new(
+                options
+                    .max_pending_bytes
+                    .max(options.max_packet)
+                    .min(Semaphore::MAX_PERMITS),
+            )),
+        });
         announce_access(&options.access, local_addr);
         let settings = Arc::new(ConnectionSettings {
             access: options.access,
             stats: stats.clone(),
             queue: options.queue,
-            max_packet: options.max_packet,
             max_inflight: options.max_inflight.max(1),
             connect_timeout: options.connect_timeout,
+            idle_timeout: options.idle_timeout,
+            max_filters: options.max_filters,
+            limits,
         });
+        let max_connections = options.max_connections.max(1);
+        stats
+            .broker
+            .max_connections
+            .store(max_connections as u64, Ordering::Relaxed);
         stats.internal_listening.store(true, Ordering::Relaxed);
-        tracing::info!(addr = %local_addr, "embedded MQTT broker listening");
+        tracing::info!(
+            addr = %local_addr,
+            max_connections,
+            max_packet = options.max_packet,
+            "embedded MQTT broker listening"
+        );
         tasks.spawn(accept_loop(
             listener,
             router.clone(),
             settings,
-            Arc::new(Semaphore::new(options.max_connections.max(1))),
+            Arc::new(Semaphore::new(max_connections)),
             tasks.clone(),
             stats,
             token.clone(),
@@ -134,7 +189,12 @@ impl EmbeddedBroker {
 
     /// An in-process client whose deliveries go to `deliveries`.
     pub fn local_link(&self, deliveries: mpsc::Sender<Delivery>) -> LocalLink {
-        let attachment = self.router.attach(LOCAL_CLIENT_ID, deliveries, &self.token);
+        let attachment = self.router.attach(
+            LOCAL_CLIENT_ID,
+            deliveries,
+            ClientKind::Eventbus,
+            &self.token,
+        );
         LocalLink {
             router: self.router.clone(),
             generation: attachment.generation,
@@ -200,8 +260,10 @@ async fn accept_loop(
         let (stream, peer) = match accepted {
             Ok(pair) => pair,
             Err(e) => {
-                // Out of file descriptors and the like: wait a little rather than spin.
-                tracing::warn!("embedded broker cannot accept: {e}");
+                // Out of file descriptors and the like: wait a little rather than spin, and
+                // go on accepting once descriptors are free again.
+                stats.broker.accept_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("embedded broker cannot accept: {e}; retrying in 100 ms");
                 tokio::select! {
                     _ = token.cancelled() => break,
                     _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
@@ -209,7 +271,8 @@ async fn accept_loop(
             }
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "embedded broker at its connection limit; closing");
+            stats.broker.closed(stats::Closed::ConnectionLimit);
+            tracing::warn!(%peer, "embedded broker at its connection limit (wedge.broker.maxConnections); closing");
             continue;
         };
         let (router, settings, token) = (router.clone(), settings.clone(), token.clone());
@@ -231,19 +294,21 @@ pub struct LocalLink {
 impl LocalLink {
     /// Subscribes (QoS 1) to `filter`; the caller has validated it.
     pub fn subscribe(&self, filter: &str) {
-        self.router
-            .subscribe(LOCAL_CLIENT_ID, self.generation, filter, QoS::AtLeastOnce);
+        // The eventbus's link has no filter cap, so this cannot be refused.
+        let _ = self
+            .router
+            .subscribe(self.generation, filter, QoS::AtLeastOnce);
     }
 
     /// Drops the subscription to `filter`.
     pub fn unsubscribe(&self, filter: &str) {
-        self.router
-            .unsubscribe(LOCAL_CLIENT_ID, self.generation, filter);
+        self.router.unsubscribe(self.generation, filter);
     }
 
-    /// Publishes to every matching client.
+    /// Publishes to every matching client; never waits (a full queue loses the delivery,
+    /// counted), since the module publishing here is the one that drains its own queue.
     pub fn publish(&self, topic: &str, payload: Bytes, qos: QoS, retain: bool) {
-        self.router.publish(topic, payload, qos, retain);
+        self.router.publish(topic, payload, qos, retain, false);
     }
 }
 

@@ -1,9 +1,13 @@
 //! The embedded broker's routing state: who is connected, what they subscribed to, and the
 //! retained messages.
 //!
-//! One mutex guards it all. Fan-out only does `try_send` into each client's bounded queue, so the
-//! lock is held for microseconds and never across an await; a client whose queue is full loses
-//! that delivery (counted) instead of slowing every publisher down.
+//! One mutex guards it all. Subscriptions are indexed by topic level ([`super::trie`]), so
+//! routing costs the matching subscriptions, not every filter held. Fan-out only does
+//! `try_send` into each client's bounded queue, so the lock is held for microseconds and never
+//! across an await; a network client whose queue is full loses that delivery (counted) instead
+//! of slowing every publisher down. The eventbus's own queue is different: a QoS 1/2 delivery
+//! that does not fit is handed back to the publisher ([`Pending`]), which waits for room before
+//! it acknowledges — an acknowledged message is never lost on its way to the bus.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -12,10 +16,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use rumqttc::QoS;
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio_util::sync::CancellationToken;
 
+use super::retained::{NotKept, Retained};
+use super::trie::FilterTrie;
 use crate::stats::Stats;
-use crate::topics::matches;
 
 /// One message on its way to one subscriber (or from a broker to the module).
 #[derive(Debug, Clone)]
@@ -30,17 +36,35 @@ pub struct Delivery {
     pub retain: bool,
 }
 
+/// What kind of client attaches, which decides what happens when its queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClientKind {
+    /// A network client: a full queue loses the delivery (counted), so one slow subscriber
+    /// never slows publishers down; at most `max_filters` subscriptions.
+    Network {
+        /// `wedge.broker.maxFiltersPerClient`.
+        max_filters: usize,
+    },
+    /// The eventbus's own link: a QoS 1/2 publisher waits for room in its queue before it is
+    /// acknowledged, so an acknowledged message always reaches the bus.
+    Eventbus,
+}
+
 struct Client {
+    id: String,
     tx: mpsc::Sender<Delivery>,
     filters: HashMap<String, QoS>,
     kick: CancellationToken,
-    generation: u64,
+    kind: ClientKind,
 }
 
-#[derive(Default)]
 struct State {
-    clients: HashMap<String, Client>,
-    retained: HashMap<String, (Bytes, QoS)>,
+    /// By attachment generation.
+    clients: HashMap<u64, Client>,
+    /// Client id -> generation of its current attachment.
+    ids: HashMap<String, u64>,
+    trie: FilterTrie,
+    retained: Retained,
     next_generation: u64,
 }
 
@@ -52,24 +76,55 @@ pub(crate) struct Attachment {
     pub kick: CancellationToken,
 }
 
+/// A delivery to the eventbus that found its queue full: the publisher sends it (waiting for
+/// room) before it acknowledges the message.
+pub(crate) struct Pending {
+    tx: mpsc::Sender<Delivery>,
+    delivery: Delivery,
+}
+
+impl Pending {
+    /// Waits for room and queues the delivery; false when the eventbus is gone.
+    pub async fn send(self) -> bool {
+        self.tx.send(self.delivery).await.is_ok()
+    }
+}
+
+/// Why a subscription was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SubscribeRefused {
+    /// The client holds `maxFiltersPerClient` filters already.
+    TooManyFilters,
+}
+
 /// The broker's routing table.
 pub(crate) struct Router {
     state: Mutex<State>,
     stats: Arc<Stats>,
-    max_retained: usize,
 }
 
 /// The highest QoS the broker grants and delivers with (no outbound QoS 2 flow).
 pub(crate) const MAX_QOS: QoS = QoS::AtLeastOnce;
 
 impl Router {
-    /// An empty router that keeps at most `max_retained` retained topics.
-    pub fn new(stats: Arc<Stats>, max_retained: usize) -> Router {
+    /// An empty router that keeps at most `max_retained` retained topics and
+    /// `max_retained_bytes` bytes of retained payloads.
+    pub fn new(stats: Arc<Stats>, max_retained: usize, max_retained_bytes: u64) -> Router {
         Router {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                clients: HashMap::new(),
+                ids: HashMap::new(),
+                trie: FilterTrie::default(),
+                retained: Retained::new(max_retained, max_retained_bytes),
+                next_generation: 0,
+            }),
             stats,
-            max_retained,
         }
+    }
+
+    /// The counters the router and its connections write.
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -78,30 +133,32 @@ impl Router {
     }
 
     /// Registers `client_id` with its delivery queue, taking the id over from any connection
-    /// that holds it (MQTT-3.1.4-2): the old one is kicked.
+    /// that holds it (MQTT-3.1.4-2): the old one is kicked and loses its subscriptions now.
     pub fn attach(
         &self,
         client_id: &str,
         tx: mpsc::Sender<Delivery>,
+        kind: ClientKind,
         parent: &CancellationToken,
     ) -> Attachment {
         let kick = parent.child_token();
         let mut state = self.state();
         state.next_generation += 1;
         let generation = state.next_generation;
-        let previous = state.clients.insert(
-            client_id.to_owned(),
+        if let Some(previous) = state.ids.insert(client_id.to_owned(), generation) {
+            tracing::info!(client_id, "client id taken over by a new connection");
+            remove_client(&mut state, previous);
+        }
+        state.clients.insert(
+            generation,
             Client {
+                id: client_id.to_owned(),
                 tx,
                 filters: HashMap::new(),
                 kick: kick.clone(),
-                generation,
+                kind,
             },
         );
-        if let Some(previous) = previous {
-            tracing::info!(client_id, "client id taken over by a new connection");
-            previous.kick.cancel();
-        }
         self.stats
             .broker_clients
             .store(state.clients.len() as u64, Ordering::Relaxed);
@@ -111,110 +168,164 @@ impl Router {
     /// Removes a client, unless its id has been taken over since.
     pub fn detach(&self, client_id: &str, generation: u64) {
         let mut state = self.state();
-        if state
-            .clients
-            .get(client_id)
-            .is_some_and(|c| c.generation == generation)
-        {
-            state.clients.remove(client_id);
+        if state.ids.get(client_id) == Some(&generation) {
+            state.ids.remove(client_id);
         }
+        remove_client(&mut state, generation);
         self.stats
             .broker_clients
             .store(state.clients.len() as u64, Ordering::Relaxed);
     }
 
-    /// Adds a subscription and queues the retained messages it matches. Returns the QoS granted.
-    pub fn subscribe(&self, client_id: &str, generation: u64, filter: &str, qos: QoS) -> QoS {
+    /// Adds a subscription and queues the retained messages it matches. Returns the QoS
+    /// granted, or why it was refused.
+    pub fn subscribe(
+        &self,
+        generation: u64,
+        filter: &str,
+        qos: QoS,
+    ) -> Result<QoS, SubscribeRefused> {
         let granted = min_qos(qos, MAX_QOS);
         let mut state = self.state();
         let State {
-            clients, retained, ..
+            clients,
+            retained,
+            trie,
+            ..
         } = &mut *state;
-        let Some(client) = clients
-            .get_mut(client_id)
-            .filter(|c| c.generation == generation)
-        else {
-            return granted;
+        let Some(client) = clients.get_mut(&generation) else {
+            return Ok(granted);
         };
+        if let ClientKind::Network { max_filters } = client.kind
+            && client.filters.len() >= max_filters
+            && !client.filters.contains_key(filter)
+        {
+            self.stats
+                .broker
+                .filters_refused
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(SubscribeRefused::TooManyFilters);
+        }
         client.filters.insert(filter.to_owned(), granted);
-        for (topic, (payload, stored_qos)) in retained.iter() {
-            if matches(topic, filter) {
-                let delivery = Delivery {
-                    topic: Arc::from(topic.as_str()),
-                    payload: payload.clone(),
-                    qos: min_qos(*stored_qos, granted),
-                    retain: true,
-                };
-                if client.tx.try_send(delivery).is_err() {
-                    self.stats.broker_dropped.fetch_add(1, Ordering::Relaxed);
-                }
+        trie.insert(filter, generation, granted);
+        for (topic, payload, stored_qos) in retained.matching(filter) {
+            let delivery = Delivery {
+                topic: Arc::from(topic),
+                payload: payload.clone(),
+                qos: min_qos(stored_qos, granted),
+                retain: true,
+            };
+            if client.tx.try_send(delivery).is_err() {
+                self.stats.broker_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
-        granted
+        Ok(granted)
     }
 
     /// Removes a subscription.
-    pub fn unsubscribe(&self, client_id: &str, generation: u64, filter: &str) {
+    pub fn unsubscribe(&self, generation: u64, filter: &str) {
         let mut state = self.state();
-        if let Some(client) = state
-            .clients
-            .get_mut(client_id)
-            .filter(|c| c.generation == generation)
+        let State { clients, trie, .. } = &mut *state;
+        if let Some(client) = clients.get_mut(&generation)
+            && client.filters.remove(filter).is_some()
         {
-            client.filters.remove(filter);
+            trie.remove(filter, generation);
         }
     }
 
     /// Routes a message to every matching subscriber (once each, with the highest matching
     /// QoS), storing or clearing it as retained when `retain` is set.
-    pub fn publish(&self, topic: &str, payload: Bytes, qos: QoS, retain: bool) {
+    ///
+    /// A QoS 1/2 delivery to the eventbus that finds its queue full is returned when `can_wait`
+    /// (the publisher sends it, waiting, before it acknowledges); otherwise, as every full
+    /// network client's, it is dropped and counted.
+    pub fn publish(
+        &self,
+        topic: &str,
+        payload: Bytes,
+        qos: QoS,
+        retain: bool,
+        can_wait: bool,
+    ) -> Vec<Pending> {
         let mut state = self.state();
         if retain {
-            if payload.is_empty() {
-                state.retained.remove(topic);
-            } else if state.retained.len() < self.max_retained || state.retained.contains_key(topic)
-            {
-                state
-                    .retained
-                    .insert(topic.to_owned(), (payload.clone(), qos));
-            } else {
-                tracing::warn!(
-                    topic,
-                    limit = self.max_retained,
-                    "retained message not kept: too many retained topics"
-                );
+            match state.retained.set(topic, &payload, qos) {
+                Ok(()) => {}
+                Err(why) => {
+                    self.stats
+                        .broker
+                        .retained_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    let limit = match why {
+                        NotKept::Topics => "wedge.broker.maxRetainedTopics",
+                        NotKept::Bytes => "wedge.broker.maxRetainedBytes",
+                    };
+                    tracing::warn!(
+                        topic,
+                        size = payload.len(),
+                        limit,
+                        "retained message delivered but not kept: over the limit"
+                    );
+                }
             }
+            self.stats
+                .broker
+                .retained_bytes
+                .store(state.retained.bytes(), Ordering::Relaxed);
         }
         let topic: Arc<str> = Arc::from(topic);
-        for (client_id, client) in &state.clients {
-            let best = client
-                .filters
-                .iter()
-                .filter(|(filter, _)| matches(&topic, filter))
-                .map(|(_, q)| *q)
-                .max_by_key(|q| *q as u8);
-            let Some(sub_qos) = best else { continue };
+        let mut pending = Vec::new();
+        for (generation, sub_qos) in state.trie.matches(&topic) {
+            let Some(client) = state.clients.get(&generation) else {
+                continue;
+            };
             let delivery = Delivery {
                 topic: topic.clone(),
                 payload: payload.clone(),
                 qos: min_qos(qos, sub_qos),
                 retain: false,
             };
-            if client.tx.try_send(delivery).is_err() {
-                self.stats.broker_dropped.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    client_id = %client_id,
-                    topic = %topic,
-                    "client queue full; message dropped for this client"
-                );
+            match client.tx.try_send(delivery) {
+                Ok(()) | Err(TrySendError::Closed(_)) => {}
+                Err(TrySendError::Full(delivery)) => {
+                    if client.kind == ClientKind::Eventbus {
+                        if delivery.qos != QoS::AtMostOnce && can_wait {
+                            pending.push(Pending {
+                                tx: client.tx.clone(),
+                                delivery,
+                            });
+                            continue;
+                        }
+                        if delivery.qos == QoS::AtMostOnce {
+                            self.stats.broker.shed_qos0.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    self.stats.broker_dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        client_id = %client.id,
+                        topic = %topic,
+                        "client queue full; message dropped for this client"
+                    );
+                }
             }
         }
+        pending
     }
 
     /// Kicks every client (broker shutdown).
     pub fn kick_all(&self) {
         for client in self.state().clients.values() {
             client.kick.cancel();
+        }
+    }
+}
+
+/// Kicks the attachment `generation` and removes it and its subscriptions.
+fn remove_client(state: &mut State, generation: u64) {
+    if let Some(client) = state.clients.remove(&generation) {
+        client.kick.cancel();
+        for filter in client.filters.keys() {
+            state.trie.remove(filter, generation);
         }
     }
 }
@@ -228,8 +339,10 @@ pub(crate) fn min_qos(a: QoS, b: QoS) -> QoS {
 mod tests {
     use super::*;
 
+    const NET: ClientKind = ClientKind::Network { max_filters: 3 };
+
     fn router() -> Router {
-        Router::new(Arc::default(), 10)
+        Router::new(Arc::default(), 10, 1 << 20)
     }
 
     #[test]
@@ -237,37 +350,80 @@ mod tests {
         let r = router();
         let token = CancellationToken::new();
         let (tx, mut rx) = mpsc::channel(10);
-        let a = r.attach("c", tx, &token);
-        r.subscribe(
-            "c",
-            a.generation,
-            "$hw/events/device/+/+/twin/+",
-            QoS::AtMostOnce,
-        );
-        r.subscribe("c", a.generation, "$hw/events/device/#", QoS::ExactlyOnce);
+        let a = r.attach("c", tx, NET, &token);
+        let g = a.generation;
+        r.subscribe(g, "$hw/events/device/+/+/twin/+", QoS::AtMostOnce)
+            .unwrap();
+        r.subscribe(g, "$hw/events/device/#", QoS::ExactlyOnce)
+            .unwrap();
         r.publish(
             "$hw/events/device/ns/d/twin/update",
             Bytes::from_static(b"x"),
             QoS::AtLeastOnce,
             false,
+            true,
         );
         let d = rx.try_recv().unwrap();
         assert_eq!(d.qos, QoS::AtLeastOnce);
         assert!(rx.try_recv().is_err(), "delivered once");
 
-        r.publish("a/b", Bytes::from_static(b"kept"), QoS::AtLeastOnce, true);
-        assert_eq!(
-            r.subscribe("c", a.generation, "a/+", QoS::AtMostOnce),
-            QoS::AtMostOnce
+        r.publish(
+            "a/b",
+            Bytes::from_static(b"kept"),
+            QoS::AtLeastOnce,
+            true,
+            true,
         );
+        assert_eq!(r.subscribe(g, "a/+", QoS::AtMostOnce), Ok(QoS::AtMostOnce));
         let d = rx.try_recv().unwrap();
         assert!(d.retain);
         assert_eq!(d.qos, QoS::AtMostOnce);
-        r.publish("a/b", Bytes::new(), QoS::AtMostOnce, true);
+        r.publish("a/b", Bytes::new(), QoS::AtMostOnce, true, true);
         let cleared = rx.try_recv().unwrap();
         assert!(cleared.payload.is_empty() && !cleared.retain);
-        r.subscribe("c", a.generation, "a/#", QoS::AtMostOnce);
+        // The fourth filter is over the cap; one already held can be subscribed again.
+        assert_eq!(
+            r.subscribe(g, "a/#", QoS::AtMostOnce),
+            Err(SubscribeRefused::TooManyFilters)
+        );
+        assert_eq!(
+            r.subscribe(g, "a/+", QoS::AtLeastOnce),
+            Ok(QoS::AtLeastOnce)
+        );
         assert!(rx.try_recv().is_err(), "retained message cleared");
+        r.unsubscribe(g, "a/+");
+        r.subscribe(g, "a/#", QoS::AtMostOnce).unwrap();
+    }
+
+    #[test]
+    fn a_full_eventbus_queue_makes_qos1_publishers_wait_and_sheds_qos0() {
+        let r = router();
+        let token = CancellationToken::new();
+        let (tx, mut rx) = mpsc::channel(1);
+        let bus = r.attach("$bus", tx, ClientKind::Eventbus, &token);
+        r.subscribe(bus.generation, "t/#", QoS::AtLeastOnce)
+            .unwrap();
+        let (ntx, _nrx) = mpsc::channel(1);
+        let net = r.attach("n", ntx, NET, &token);
+        r.subscribe(net.generation, "t/#", QoS::AtLeastOnce)
+            .unwrap();
+        let p = |qos| r.publish("t/x", Bytes::from_static(b"1"), qos, false, true);
+        assert!(p(QoS::AtLeastOnce).is_empty(), "room: queued at once");
+        let pending = p(QoS::AtLeastOnce);
+        assert_eq!(pending.len(), 1, "only the eventbus's delivery waits");
+        assert!(p(QoS::AtMostOnce).is_empty());
+        assert_eq!(r.stats.broker.shed_qos0.load(Ordering::Relaxed), 1);
+        // 1 QoS 1 + 1 QoS 0 for the full network client, 1 QoS 0 for the eventbus.
+        assert_eq!(r.stats.broker_dropped.load(Ordering::Relaxed), 3);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let sent = tokio::spawn(pending.into_iter().next().unwrap().send());
+            assert!(rx.recv().await.is_some());
+            assert!(sent.await.unwrap(), "sent once there was room");
+            assert!(rx.recv().await.is_some());
+        });
     }
 
     #[test]
@@ -275,11 +431,17 @@ mod tests {
         let r = router();
         let token = CancellationToken::new();
         let (tx1, _rx1) = mpsc::channel(1);
-        let (tx2, _rx2) = mpsc::channel(1);
-        let first = r.attach("c", tx1, &token);
-        let second = r.attach("c", tx2, &token);
+        let (tx2, mut rx2) = mpsc::channel(1);
+        let first = r.attach("c", tx1, NET, &token);
+        r.subscribe(first.generation, "x", QoS::AtMostOnce).unwrap();
+        let second = r.attach("c", tx2, NET, &token);
         assert!(first.kick.is_cancelled());
         assert!(!second.kick.is_cancelled());
+        r.publish("x", Bytes::from_static(b"1"), QoS::AtMostOnce, false, false);
+        assert!(
+            rx2.try_recv().is_err(),
+            "the old connection's filters went with it"
+        );
         r.detach("c", first.generation);
         assert_eq!(r.stats.broker_clients.load(Ordering::Relaxed), 1);
         r.detach("c", second.generation);

@@ -19,6 +19,8 @@ pub struct Report {
     pub broker_url: String,
     /// Queue size given to the broker (per-client queue).
     pub queue: u32,
+    /// Unrelated filters held by one extra connection during the run.
+    pub foreign_filters: u32,
     /// The daemon's `wedge.store.synchronous`.
     pub synchronous: String,
     /// The daemon binary.
@@ -92,10 +94,11 @@ impl Report {
             out.push('\n');
         };
         line(format!(
-            "twin-load: {} broker {} (per-client queue {}), store synchronous {}, wedge {} (pid {})",
+            "twin-load: {} broker {} (per-client queue {}, foreign filters {}), store synchronous {}, wedge {} (pid {})",
             self.broker,
             self.broker_url,
             self.queue,
+            self.foreign_filters,
             self.synchronous,
             self.wedge.display(),
             self.wedge_pid
@@ -242,6 +245,7 @@ impl Report {
             "broker": self.broker,
             "broker_url": self.broker_url,
             "queue": self.queue,
+            "foreign_filters": self.foreign_filters,
             "synchronous": self.synchronous,
             "wedge": self.wedge.display().to_string(),
             "wedge_pid": self.wedge_pid,
