@@ -69,7 +69,23 @@ impl TwinNode {
     /// Starts a node with state in `dir` and waits until it is healthy and its broker accepts
     /// connections.
     pub fn start(dir: &Path, broker: Broker, devices_yaml: &str) -> Result<TwinNode> {
+        TwinNode::start_with(dir, broker, devices_yaml, "")
+    }
+
+    /// [`TwinNode::start`] with `wedge_extra` appended to the config's `wedge:` section
+    /// (YAML indented by two spaces, e.g. `"  modules:\n    logBurst: 5\n"`).
+    pub fn start_with(
+        dir: &Path,
+        broker: Broker,
+        devices_yaml: &str,
+        wedge_extra: &str,
+    ) -> Result<TwinNode> {
         let (config, mqtt_port) = write_config(dir, broker, devices_yaml)?;
+        if !wedge_extra.is_empty() {
+            let mut text = std::fs::read_to_string(&config)?;
+            text.push_str(wedge_extra);
+            std::fs::write(&config, text)?;
+        }
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let args = vec![
             "run".to_owned(),
