@@ -134,7 +134,11 @@ fn a_mapper_blocked_in_connect_is_removed_and_shut_down_without_waiting_for_it()
 
     blocked(&node);
     // Still in the connect: no poll has ended.
-    assert!(!node.daemon.log().contains("poll failed"), "{}", node.daemon.log());
+    assert!(
+        !node.daemon.log().contains("poll failed"),
+        "{}",
+        node.daemon.log()
+    );
     let started = Instant::now();
     let (code, body) = http(
         node.admin,
