@@ -193,6 +193,9 @@ impl Module for DeviceTwin {
         loop {
             tokio::select! {
                 (device, reviewed) = reviews.next(), if reviews.any() => {
+                    // The mailbox may not be read while requests wait for reviews: stay
+                    // seen as alive.
+                    ctx.alive();
                     turn.finish_review(&device, reviewed).await;
                     turn.resume(&device, &mut reviews).await;
                 }
@@ -207,7 +210,10 @@ impl Module for DeviceTwin {
                     }
                     None => break,
                 },
-                _ = resend.tick() => outputs.resend_due().await,
+                _ = resend.tick() => {
+                    ctx.alive();
+                    outputs.resend_due().await;
+                }
             }
         }
         // Reviews in flight get a short while to end (handlers have deadlines of their own),
