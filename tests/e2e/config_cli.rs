@@ -135,3 +135,16 @@ fn check_accepts_kubeedge_generated_files() {
         assert!(err.contains(&format!("{key}: unknown key")), "{err}");
     }
 }
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (ok, out, err) = wedge_tests::wedge_cmd(&["completions", shell]).unwrap();
+        assert!(ok, "{shell}: {err}");
+        for word in ["run", "module", "hash-password"] {
+            assert!(out.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let (ok, _, err) = wedge_tests::wedge_cmd(&["completions", "tcsh"]).unwrap();
+    assert!(!ok && err.contains("tcsh"), "{err}");
+}

@@ -1,9 +1,9 @@
 //! `wedge run` as a user runs it: the real binary, real files, real sockets, real signals.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::time::Duration;
 
-use wedge_tests::{Daemon, free_port, give_to_nobody, http_get};
+use wedge_tests::{Daemon, admin_socket, free_port, give_to_nobody, http_get};
 
 const STOP_WITHIN: Duration = Duration::from_secs(5);
 
@@ -19,37 +19,34 @@ fn default_broker_port() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn admin(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
-}
-
 #[test]
 fn runs_with_no_arguments_as_a_normal_user_and_stops_on_sigterm() {
     let _port = default_broker_port();
-    let default_admin = admin(10240);
-    if let Err(e) = TcpListener::bind(default_admin) {
-        panic!(
-            "this test runs `wedge run` with no arguments, which needs {default_admin} free: {e}"
-        );
-    }
     let home = tempfile::tempdir().unwrap();
     give_to_nobody(home.path()).unwrap();
     let mut wedge = Daemon::start(&["run"], &[("HOME", home.path())], true).unwrap();
+    // No TCP by default: the admin API is the unix socket in the user's data dir.
+    let data_dir = home.path().join(".local/share/wedge");
+    let socket = admin_socket(&data_dir);
     let health = wedge
-        .wait_healthy(default_admin, Duration::from_secs(10))
+        .wait_healthy(socket.clone(), Duration::from_secs(10))
         .unwrap();
     let health: serde_json::Value = serde_json::from_str(&health).unwrap();
     assert_eq!(health["status"], "ok");
     assert_eq!(health["modules"]["metamanager"]["state"], "running");
 
-    let db = home.path().join(".local/share/wedge/edgecore.db");
+    let db = data_dir.join("edgecore.db");
     assert!(
         db.is_file(),
         "database not in the user's data dir: {}",
         wedge.log()
     );
+    assert!(
+        !data_dir.join("admin.token").exists(),
+        "no token without TCP"
+    );
 
-    let (code, metrics) = http_get(default_admin, "/metrics").unwrap();
+    let (code, metrics) = http_get(socket, "/metrics").unwrap();
     assert_eq!(code, 200);
     for family in [
         "wedge_module_up{module=\"metamanager\",state=\"running\"} 1",

@@ -26,7 +26,7 @@ fn observer(node: &TwinNode) -> MqttClient {
 }
 
 fn deployed(node: &TwinNode, bytes: &[u8]) -> String {
-    let (code, body, _) = deploy(node.admin, bytes, WAIT).unwrap();
+    let (code, body, _) = deploy(node.admin_socket(), bytes, WAIT).unwrap();
     assert_eq!(code, 201, "deploy: {body}\n{}", node.daemon.log());
     body
 }
@@ -65,7 +65,7 @@ fn a_handler_asleep_in_a_host_call_is_stopped_at_its_deadline_while_other_device
     std::thread::sleep(Duration::from_millis(200));
     let (_, ok) = round_trip(&mut mqtt, "stall-0", "after").unwrap();
     assert!(ok.get("code").is_none(), "{ok}\n{}", node.daemon.log());
-    let (_, listing) = wedge_tests::http_get(node.admin, "/modules").unwrap();
+    let (_, listing) = wedge_tests::http_get(node.admin_socket(), "/modules").unwrap();
     assert!(listing.contains("\"traps\":1"), "{listing}");
 
     // With a 2 s limit the stall is long enough to watch: other devices' round trips end
@@ -141,7 +141,7 @@ fn a_mapper_blocked_in_connect_is_removed_and_shut_down_without_waiting_for_it()
     );
     let started = Instant::now();
     let (code, body) = http(
-        node.admin,
+        node.admin_socket(),
         "DELETE",
         "/modules/test-blocking-connect",
         b"",
@@ -177,10 +177,12 @@ fn a_slow_init_is_cut_at_its_deadline_and_other_deploys_do_not_wait_for_it() {
     })
     .unwrap();
     let quick = wedge_tests::guests::module_bytes("test-guests/stall");
-    let admin = node.admin;
-    let slow_deploy = std::thread::spawn(move || deploy(admin, &slow, Duration::from_secs(30)));
+    let admin = node.admin_socket();
+    let slow_admin = admin.clone();
+    let slow_deploy =
+        std::thread::spawn(move || deploy(slow_admin, &slow, Duration::from_secs(30)));
     std::thread::sleep(Duration::from_millis(300));
-    let (code, body, quick_took) = deploy(admin, &quick, Duration::from_secs(30)).unwrap();
+    let (code, body, quick_took) = deploy(admin.clone(), &quick, Duration::from_secs(30)).unwrap();
     let (slow_code, slow_body, slow_took) = slow_deploy.join().unwrap().unwrap();
     assert_eq!(code, 201, "{body}");
     assert!(
@@ -190,7 +192,7 @@ fn a_slow_init_is_cut_at_its_deadline_and_other_deploys_do_not_wait_for_it() {
     assert!(slow_code >= 400, "{slow_code} {slow_body}");
     assert!(slow_body.contains("time limit of 3000 ms"), "{slow_body}");
     assert!(slow_took < Duration::from_secs(20), "{slow_took:?}");
-    let (_, listing) = wedge_tests::http_get(node.admin, "/modules").unwrap();
+    let (_, listing) = wedge_tests::http_get(node.admin_socket(), "/modules").unwrap();
     assert!(!listing.contains("test-slow-init"), "{listing}");
 }
 
@@ -213,7 +215,8 @@ fn deploys_past_the_node_guest_memory_budget_are_refused() {
     let mut accepted = Vec::new();
     let mut refused = Vec::new();
     for i in 0..6 {
-        let (code, body, _) = deploy(node.admin, &hog(i), Duration::from_secs(60)).unwrap();
+        let (code, body, _) =
+            deploy(node.admin_socket(), &hog(i), Duration::from_secs(60)).unwrap();
         if code == 201 {
             accepted.push(i);
         } else {
@@ -227,9 +230,16 @@ fn deploys_past_the_node_guest_memory_budget_are_refused() {
     }
     let rss_mib = rss_kib(node.daemon.pid()).unwrap() / 1024;
     assert!(rss_mib < 512 + 200, "RSS {rss_mib} MiB");
-    let (code, body) = http(node.admin, "DELETE", "/modules/test-hog-0", b"", WAIT).unwrap();
+    let (code, body) = http(
+        node.admin_socket(),
+        "DELETE",
+        "/modules/test-hog-0",
+        b"",
+        WAIT,
+    )
+    .unwrap();
     assert_eq!(code, 204, "{body}");
-    let (code, body, _) = deploy(node.admin, &hog(5), Duration::from_secs(60)).unwrap();
+    let (code, body, _) = deploy(node.admin_socket(), &hog(5), Duration::from_secs(60)).unwrap();
     assert_eq!(code, 201, "{body}");
 }
 

@@ -14,8 +14,9 @@ fn cli(args: &[&str]) -> (bool, String, String) {
     wedge_cmd(args).unwrap()
 }
 
-fn list(admin: &str) -> String {
-    let (ok, out, err) = cli(&["module", "list", "--admin-addr", admin]);
+/// `wedge module list` through the node's unix socket, found from its data directory.
+fn list(data_dir: &str) -> String {
+    let (ok, out, err) = cli(&["module", "list", "--data-dir", data_dir]);
     assert!(ok, "{err}");
     out
 }
@@ -26,21 +27,21 @@ fn deploy_list_remove_on_a_running_node_and_across_a_restart() {
     let data = tempfile::tempdir().unwrap();
     let (mut wedge, admin) = Daemon::run_local(data.path(), &[]).unwrap();
     wedge.wait_healthy(admin, Duration::from_secs(20)).unwrap();
-    let admin = admin.to_string();
+    let admin = data.path().to_str().unwrap();
 
     let (ok, out, err) = cli(&[
         "module",
         "deploy",
         threshold.to_str().unwrap(),
-        "--admin-addr",
-        &admin,
+        "--data-dir",
+        admin,
     ]);
     assert!(ok, "{err}");
     assert_eq!(
         out.trim(),
         "deployed threshold 0.1.0 (twin-handler, running)"
     );
-    let listed = list(&admin);
+    let listed = list(admin);
     assert!(
         listed
             .lines()
@@ -54,8 +55,8 @@ fn deploy_list_remove_on_a_running_node_and_across_a_restart() {
         "module",
         "deploy",
         junk.to_str().unwrap(),
-        "--admin-addr",
-        &admin,
+        "--data-dir",
+        admin,
     ]);
     assert!(!ok);
     assert!(
@@ -66,26 +67,23 @@ fn deploy_list_remove_on_a_running_node_and_across_a_restart() {
     wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
     let (mut wedge, admin2) = Daemon::run_local(data.path(), &[]).unwrap();
     wedge.wait_healthy(admin2, Duration::from_secs(20)).unwrap();
-    let admin2 = admin2.to_string();
+    let admin2 = admin;
     assert!(
-        list(&admin2).contains("threshold "),
+        list(admin2).contains("threshold "),
         "the module came back after the restart"
     );
     assert!(wedge.log().contains("module reloaded"), "{}", wedge.log());
 
-    let (ok, out, err) = cli(&["module", "remove", "threshold", "--admin-addr", &admin2]);
+    let (ok, out, err) = cli(&["module", "remove", "threshold", "--data-dir", admin2]);
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "removed threshold");
-    assert!(!list(&admin2).contains("threshold "));
-    let (ok, _, err) = cli(&["module", "remove", "threshold", "--admin-addr", &admin2]);
+    assert!(!list(admin2).contains("threshold "));
+    let (ok, _, err) = cli(&["module", "remove", "threshold", "--data-dir", admin2]);
     assert!(!ok && err.contains("404"), "{err}");
     wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
 
-    let (ok, _, err) = cli(&["module", "list", "--admin-addr", &admin2]);
-    assert!(
-        !ok && err.contains("is `wedge run` running there?"),
-        "{err}"
-    );
+    let (ok, _, err) = cli(&["module", "list", "--data-dir", admin2]);
+    assert!(!ok && err.contains("is `wedge run` running there"), "{err}");
 }
 
 #[test]
@@ -104,7 +102,7 @@ fn the_configured_module_directory_is_deployed_at_start() {
     let (mut wedge, admin) =
         Daemon::run_local(data.path(), &["--config", config.to_str().unwrap()]).unwrap();
     wedge.wait_healthy(admin, Duration::from_secs(20)).unwrap();
-    let listed = list(&admin.to_string());
+    let listed = list(data.path().to_str().unwrap());
     assert!(
         listed.contains("threshold ") && listed.contains("virtual-thermometer "),
         "{listed}"
@@ -167,12 +165,12 @@ fn new_modules_build_and_deploy() {
     let data = tempfile::tempdir().unwrap();
     let (mut wedge, admin) = Daemon::run_local(data.path(), &[]).unwrap();
     wedge.wait_healthy(admin, Duration::from_secs(20)).unwrap();
-    let admin = admin.to_string();
+    let admin = data.path().to_str().unwrap();
     for file in [&limit, &driver] {
-        let (ok, _, err) = cli(&["module", "deploy", file, "--admin-addr", &admin]);
+        let (ok, _, err) = cli(&["module", "deploy", file, "--data-dir", admin]);
         assert!(ok, "{file}: {err}");
     }
-    let listed = list(&admin);
+    let listed = list(admin);
     assert!(
         listed.contains("my-limit ") && listed.contains("my-driver "),
         "{listed}"

@@ -393,7 +393,7 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
     hub.send_acked(pod_delete(&name, &uid)).unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
-        let (code, body) = wedge_tests::http_get(node.admin, "/modules").unwrap();
+        let (code, body) = wedge_tests::http_get(node.admin_socket(), "/modules").unwrap();
         assert_eq!(code, 200);
         if !body.contains("\"threshold\"") {
             assert!(body.contains("\"virtual-thermometer\""), "{body}");
@@ -503,7 +503,7 @@ fn a_wasm_pod_runs_a_module_from_an_https_url_pinned_by_sha256() {
     assert!(message.contains(&format!("sha256:{wrong}")), "{patch}");
     assert!(message.contains(&format!("sha256:{sha}")), "{patch}");
     assert_ne!(patch["status"]["phase"], "Running", "{patch}");
-    let (code, body) = wedge_tests::http_get(node.admin, "/modules").unwrap();
+    let (code, body) = wedge_tests::http_get(node.admin_socket(), "/modules").unwrap();
     assert_eq!(code, 200);
     let modules: Value = serde_json::from_str(&body).unwrap();
     let threshold_state = modules

@@ -17,13 +17,13 @@ const WAIT: Duration = Duration::from_secs(10);
 
 fn deploy(node: &TwinNode, name: &str) {
     let path = module(name);
-    let admin = node.admin.to_string();
+    let data_dir = node.data_dir().to_str().unwrap().to_owned();
     let (ok, out, err) = wedge_cmd(&[
         "module",
         "deploy",
         path.to_str().unwrap(),
-        "--admin-addr",
-        &admin,
+        "--data-dir",
+        &data_dir,
     ])
     .unwrap();
     assert!(ok, "deploy {name}: {out}{err}\n{}", node.daemon.log());

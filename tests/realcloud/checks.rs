@@ -24,11 +24,45 @@ pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
         Ok(node.filter(|n| condition(n, "Ready").is_some_and(|c| c["status"] == "True")))
     })?;
     let status = &node["status"];
-    for kind in ["MemoryPressure", "DiskPressure", "PIDPressure"] {
+    // What kubelet's default thresholds say of this machine (the same disk holds the node's
+    // root and Docker's): DiskPressure below 15 % free (imagefs.available), memory below
+    // 100Mi; edged reports the same.
+    let free = |path: &str| -> Result<f64> {
+        let out = std::process::Command::new("df")
+            .args(["--output=avail,size", "-B1", path])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let numbers: Vec<f64> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        ensure!(numbers.len() == 2, "df: {text}");
+        Ok(numbers[0] / numbers[1])
+    };
+    let docker_root = std::process::Command::new("docker")
+        .args(["info", "-f", "{{.DockerRootDir}}"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let disk_pressure = free(&docker_root).unwrap_or(1.0) < 0.15;
+    for (kind, expected, reason) in [
+        ("MemoryPressure", false, "KubeletHasSufficientMemory"),
+        (
+            "DiskPressure",
+            disk_pressure,
+            if disk_pressure {
+                "KubeletHasDiskPressure"
+            } else {
+                "KubeletHasNoDiskPressure"
+            },
+        ),
+        ("PIDPressure", false, "KubeletHasSufficientPID"),
+    ] {
         let c = condition(&node, kind);
+        let status = if expected { "True" } else { "False" };
         ensure!(
-            c.is_some_and(|c| c["status"] == "False"),
-            "condition {kind}: {c:?}"
+            c.is_some_and(|c| c["status"] == status && c["reason"] == reason),
+            "condition {kind}: {c:?}, expected {status} ({reason})"
         );
     }
     for c in status["conditions"].as_array().into_iter().flatten() {

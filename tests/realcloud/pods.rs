@@ -38,9 +38,11 @@ fn manifest(bed: &Bed) -> Result<String> {
     Ok(text)
 }
 
-/// The init container (it replaces the `  containers:` line): reads the ConfigMap's key from
-/// its environment and leaves a file for the app container.
-const INIT_CONTAINERS: &str = r#"  initContainers:
+/// The pod's securityContext, a non-root user as restricted clusters require, and the init
+/// container (they replace the `  containers:` line): it reads the ConfigMap's key from its
+/// environment and leaves a file for the app container.
+const INIT_CONTAINERS: &str = r#"  securityContext: {runAsUser: 1000, runAsGroup: 3000, fsGroup: 2000}
+  initContainers:
   - name: prepare
     image: wedge-test/busybox:1
     imagePullPolicy: Never
@@ -131,6 +133,12 @@ fn containers_of(name: &str) -> Result<Vec<String>> {
 /// A file's text inside the running container `container` of pod `pod` (this incarnation of
 /// it: by the uid the cloud gave it).
 fn file_in(bed: &Bed, pod: &str, container: &str, path: &str) -> Result<String> {
+    exec_in(bed, pod, container, &["cat", path])
+}
+
+/// What `command` prints in the running container `container` of pod `pod`, run as the
+/// container's user.
+fn exec_in(bed: &Bed, pod: &str, container: &str, command: &[&str]) -> Result<String> {
     let object = bed.cloud.get(&["pod", pod])?;
     let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
     let out = Command::new("docker")
@@ -149,15 +157,18 @@ fn file_in(bed: &Bed, pod: &str, container: &str, path: &str) -> Result<String> 
         "no running container {container} of pod {pod}"
     );
     let out = Command::new("docker")
-        .args(["exec", &id, "cat", path])
+        .arg("exec")
+        .arg(&id)
+        .args(command)
         .output()?;
-    ensure!(out.status.success(), "docker exec cat {path}: {out:?}");
+    ensure!(out.status.success(), "docker exec {command:?}: {out:?}");
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `kubectl apply` of a pod with a ConfigMap volume, Secret env, an init container and the
-/// service-account volume → Running, with the status fields a kubelet v1.32 writes; the init
-/// container completed before the app, and the token, CA and namespace are in the pod.
+/// `kubectl apply` of a pod with a ConfigMap volume, Secret env, an init container, a
+/// non-root securityContext and the service-account volume → Running, with the status fields
+/// a kubelet v1.32 writes; the init container completed before the app, the app runs as the
+/// pod's user and groups, and the token, CA and namespace are in the pod.
 pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
     bed.cloud.apply(&service_account_objects(bed)?)?;
     let manifest = manifest(bed)?;
@@ -184,6 +195,12 @@ pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
             c.is_some_and(|c| c["status"] == "True" && c["lastTransitionTime"].is_string()),
             "condition {kind}: {c:?} in {status}"
         );
+        // The reason it had while False (ContainersNotInitialized...) is gone: CloudCore
+        // merges conditions by type, so the node must clear it.
+        ensure!(
+            c.is_some_and(|c| c.get("reason").is_none() && c.get("message").is_none()),
+            "condition {kind} kept an old reason: {c:?}"
+        );
     }
     let init = &status["initContainerStatuses"][0];
     ensure!(
@@ -191,6 +208,16 @@ pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
             && init["ready"] == true
             && init["state"]["terminated"]["reason"] == "Completed",
         "init container status: {status}"
+    );
+    let ids = exec_in(
+        bed,
+        POD,
+        "main",
+        &["sh", "-c", "busybox id -u; busybox id -g; busybox id -G"],
+    )?;
+    ensure!(
+        ids.split_whitespace().collect::<Vec<_>>() == ["1000", "3000", "3000", "2000"],
+        "the pod's securityContext inside the container (uid, gid, groups): {ids:?}"
     );
     let prepared = file_in(bed, POD, "main", "/scratch/ready")?;
     ensure!(

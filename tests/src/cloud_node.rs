@@ -49,6 +49,11 @@ pub struct CloudNode {
 }
 
 impl CloudNode {
+    /// Its admin unix socket, where `/modules` needs no token.
+    pub fn admin_socket(&self) -> PathBuf {
+        crate::admin_socket(&self.data)
+    }
+
     /// Writes certificates, devices and a config joining `hub` (plus `edge_hub_extra`, YAML
     /// lines indented for the `edgeHub:` mapping, e.g. `"    heartbeat: 2\n"`), starts the node
     /// and waits until it is healthy.

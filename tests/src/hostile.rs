@@ -12,6 +12,7 @@ use wedge_wasm::{Manifest, package};
 
 use crate::guests::module_bytes;
 use crate::mqtt::MqttClient;
+use crate::{AdminEndpoint, AdminStream};
 
 /// Devices for hostile-guest tests: `default/stall-0` (bound to the `test-stall` handler),
 /// `default/free-1` .. `free-<free>` (bound to nothing) and `default/blocked-1` (protocol
@@ -67,20 +68,19 @@ pub fn repackage(relative: &str, edit: impl FnOnce(&mut Manifest)) -> Result<Vec
     Ok(package::embed(&code, &manifest)?)
 }
 
-/// An HTTP/1.1 request with a body over a plain socket, answered within `timeout`; returns
-/// status code and body.
+/// An HTTP/1.1 request with a body to a node's admin API (its unix socket, or TCP for the
+/// open paths), answered within `timeout`; returns status code and body.
 pub fn http(
-    addr: SocketAddr,
+    admin: impl Into<AdminEndpoint>,
     method: &str,
     path: &str,
     body: &[u8],
     timeout: Duration,
 ) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(timeout))?;
+    let mut stream = AdminStream::connect(&admin.into(), timeout)?;
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )?;
     stream.write_all(body)?;
@@ -103,7 +103,7 @@ pub fn http(
 
 /// `POST /modules` with `bytes`; (status, body, time to answer).
 pub fn deploy(
-    admin: SocketAddr,
+    admin: impl Into<AdminEndpoint>,
     bytes: &[u8],
     timeout: Duration,
 ) -> Result<(u16, String, Duration)> {

@@ -55,14 +55,135 @@ pub fn free_port() -> u16 {
         .expect("bind an ephemeral loopback port")
 }
 
-/// An HTTP/1.1 GET over a plain TCP socket; returns status code and body.
-pub fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
+/// Where a node's admin API is reached: its TCP address (`--admin-addr`) or its unix socket
+/// (`<data dir>/admin.sock` by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminEndpoint {
+    /// Loopback TCP: `/healthz` and `/metrics` open, the rest needs the token.
+    Tcp(SocketAddr),
+    /// The unix socket (mode 0600): everything, for the daemon's user and root.
+    Unix(PathBuf),
+}
+
+impl From<SocketAddr> for AdminEndpoint {
+    fn from(addr: SocketAddr) -> Self {
+        AdminEndpoint::Tcp(addr)
+    }
+}
+
+impl From<PathBuf> for AdminEndpoint {
+    fn from(path: PathBuf) -> Self {
+        AdminEndpoint::Unix(path)
+    }
+}
+
+impl From<&Path> for AdminEndpoint {
+    fn from(path: &Path) -> Self {
+        AdminEndpoint::Unix(path.to_owned())
+    }
+}
+
+impl std::fmt::Display for AdminEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AdminEndpoint::Tcp(addr) => write!(f, "{addr}"),
+            AdminEndpoint::Unix(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// The admin socket of a node whose data directory is `data_dir`.
+pub fn admin_socket(data_dir: &Path) -> PathBuf {
+    data_dir.join("admin.sock")
+}
+
+/// The admin token a node with TCP on wrote into `data_dir`.
+pub fn admin_token(data_dir: &Path) -> Result<String> {
+    let file = data_dir.join("admin.token");
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("no admin token at {}", file.display()))?;
+    Ok(text.trim().to_owned())
+}
+
+/// A connected stream to an admin endpoint.
+pub enum AdminStream {
+    /// TCP.
+    Tcp(TcpStream),
+    /// Unix socket.
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl AdminStream {
+    /// Connects within 2 s, reads time out after `read_timeout`.
+    pub fn connect(endpoint: &AdminEndpoint, read_timeout: Duration) -> Result<AdminStream> {
+        let stream = match endpoint {
+            AdminEndpoint::Tcp(addr) => {
+                let s = TcpStream::connect_timeout(addr, Duration::from_secs(2))?;
+                s.set_read_timeout(Some(read_timeout))?;
+                AdminStream::Tcp(s)
+            }
+            AdminEndpoint::Unix(path) => {
+                let s = std::os::unix::net::UnixStream::connect(path)
+                    .with_context(|| format!("cannot connect to {}", path.display()))?;
+                s.set_read_timeout(Some(read_timeout))?;
+                AdminStream::Unix(s)
+            }
+        };
+        Ok(stream)
+    }
+}
+
+impl Read for AdminStream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            AdminStream::Tcp(s) => s.read(buf),
+            AdminStream::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for AdminStream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            AdminStream::Tcp(s) => s.write(buf),
+            AdminStream::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            AdminStream::Tcp(s) => s.flush(),
+            AdminStream::Unix(s) => s.flush(),
+        }
+    }
+}
+
+/// An HTTP/1.1 GET to a node's admin API (TCP or unix socket); returns status code and body.
+pub fn http_get(admin: impl Into<AdminEndpoint>, path: &str) -> Result<(u16, String)> {
+    http_request(admin, "GET", path, &[], b"")
+}
+
+/// An HTTP/1.1 request with extra `headers` and `body` to a node's admin API; returns status
+/// code and body.
+pub fn http_request(
+    admin: impl Into<AdminEndpoint>,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<(u16, String)> {
+    let endpoint = admin.into();
+    let mut stream = AdminStream::connect(&endpoint, Duration::from_secs(5))?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let status = response
@@ -75,6 +196,26 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String)> {
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     Ok((status, body))
+}
+
+/// Raises this process's soft open-files limit to its hard limit (tests that open thousands of
+/// sockets); returns the new soft limit.
+pub fn raise_nofile_limit() -> Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            bail!("getrlimit: {}", std::io::Error::last_os_error());
+        }
+        limit.rlim_cur = limit.rlim_max;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+            bail!("setrlimit: {}", std::io::Error::last_os_error());
+        }
+    }
+    Ok(limit.rlim_cur)
 }
 
 /// The unprivileged identity daemons run as when the tests run as root.
@@ -117,6 +258,17 @@ impl Daemon {
     /// Starts `wedge` with `args`, a clean environment plus `env`, and stderr to a log file.
     /// With `as_nobody` and when running as root, the process runs as [`NOBODY`].
     pub fn start(args: &[&str], env: &[(&str, &Path)], as_nobody: bool) -> Result<Daemon> {
+        Daemon::start_limited(args, env, as_nobody, None)
+    }
+
+    /// Like [`Daemon::start`], with the open-files limit (`RLIMIT_NOFILE` soft, hard) set for
+    /// the daemon before it runs, as `prlimit --nofile` or systemd's `LimitNOFILE` would.
+    pub fn start_limited(
+        args: &[&str],
+        env: &[(&str, &Path)],
+        as_nobody: bool,
+        nofile: Option<(u64, u64)>,
+    ) -> Result<Daemon> {
         let log_dir = tempfile::tempdir()?;
         let log = log_dir.path().join("wedge.log");
         let log_file = std::fs::File::create(&log)?;
@@ -145,6 +297,23 @@ impl Daemon {
         if drop_privileges {
             use std::os::unix::process::CommandExt;
             cmd.uid(NOBODY).gid(NOBODY);
+        }
+        if let Some((soft, hard)) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure only calls setrlimit, which is async-signal-safe, on a
+            // struct on its own stack.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: soft,
+                        rlim_max: hard,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let child = cmd.spawn().context("cannot start the wedge binary")?;
         Ok(Daemon {
@@ -195,7 +364,12 @@ impl Daemon {
     }
 
     /// Polls `GET /healthz` until it answers 200, the process exits, or `timeout` passes.
-    pub fn wait_healthy(&mut self, admin: SocketAddr, timeout: Duration) -> Result<String> {
+    pub fn wait_healthy(
+        &mut self,
+        admin: impl Into<AdminEndpoint>,
+        timeout: Duration,
+    ) -> Result<String> {
+        let admin = admin.into();
         let deadline = Instant::now() + timeout;
         let mut last = String::from("no answer");
         while Instant::now() < deadline {
@@ -205,7 +379,7 @@ impl Daemon {
                     self.log()
                 );
             }
-            match http_get(admin, "/healthz") {
+            match http_get(admin.clone(), "/healthz") {
                 Ok((200, body)) => return Ok(body),
                 Ok((code, body)) => last = format!("{code} {body}"),
                 Err(e) => last = e.to_string(),

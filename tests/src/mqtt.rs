@@ -10,7 +10,8 @@ use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
 /// What the connection thread reports.
 enum Note {
     Connected,
-    Subscribed,
+    /// A SUBACK: whether each filter was granted.
+    Subscribed(Vec<bool>),
     Message(String, String),
     Failed(String),
 }
@@ -26,16 +27,43 @@ pub struct MqttClient {
 impl MqttClient {
     /// Connects to `127.0.0.1:port` with a clean session as `id`, waiting for the CONNACK.
     pub fn connect(port: u16, id: &str) -> Result<MqttClient> {
+        MqttClient::connect_with(port, id, None, None)
+    }
+
+    /// Like [`MqttClient::connect`], logging in as `login` (user, password) and leaving a will
+    /// `(topic, payload)`; a refused CONNECT is an error naming the CONNACK code.
+    pub fn connect_with(
+        port: u16,
+        id: &str,
+        login: Option<(&str, &str)>,
+        will: Option<(&str, &str)>,
+    ) -> Result<MqttClient> {
         let mut options = MqttOptions::new(id, "127.0.0.1", port);
         options.set_keep_alive(Duration::from_secs(30));
         options.set_max_packet_size(4 * 1024 * 1024, 4 * 1024 * 1024);
+        if let Some((user, password)) = login {
+            options.set_credentials(user, password);
+        }
+        if let Some((topic, payload)) = will {
+            options.set_last_will(rumqttc::LastWill::new(
+                topic,
+                payload.as_bytes().to_vec(),
+                QoS::AtLeastOnce,
+                false,
+            ));
+        }
         let (client, mut connection) = Client::new(options, 1024);
         let (tx, notes) = mpsc::channel();
         std::thread::spawn(move || {
             for event in connection.iter() {
                 let note = match event {
                     Ok(Event::Incoming(Packet::ConnAck(_))) => Note::Connected,
-                    Ok(Event::Incoming(Packet::SubAck(_))) => Note::Subscribed,
+                    Ok(Event::Incoming(Packet::SubAck(ack))) => Note::Subscribed(
+                        ack.return_codes
+                            .iter()
+                            .map(|c| !matches!(c, rumqttc::SubscribeReasonCode::Failure))
+                            .collect(),
+                    ),
                     Ok(Event::Incoming(Packet::Publish(p))) => Note::Message(
                         p.topic.clone(),
                         String::from_utf8_lossy(&p.payload).into_owned(),
@@ -75,12 +103,31 @@ impl MqttClient {
         }
     }
 
-    /// Subscribes with QoS 1 and waits for the SUBACK.
+    /// Subscribes with QoS 1 and waits for the SUBACK; a refused filter is an error.
     pub fn subscribe(&mut self, filter: &str) -> Result<()> {
+        if !self.try_subscribe(filter)? {
+            bail!("the broker refused the subscription to {filter}");
+        }
+        Ok(())
+    }
+
+    /// Subscribes with QoS 1 and says whether the broker granted it.
+    pub fn try_subscribe(&mut self, filter: &str) -> Result<bool> {
         self.client
             .subscribe(filter, QoS::AtLeastOnce)
             .context("subscribe")?;
-        self.wait_for(|n| matches!(n, Note::Subscribed), "SUBACK")
+        let granted = std::cell::Cell::new(false);
+        self.wait_for(
+            |n| match n {
+                Note::Subscribed(codes) => {
+                    granted.set(codes.iter().all(|ok| *ok));
+                    true
+                }
+                _ => false,
+            },
+            "SUBACK",
+        )?;
+        Ok(granted.get())
     }
 
     /// Publishes `payload` on `topic` with QoS 1.

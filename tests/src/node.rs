@@ -106,6 +106,16 @@ impl TwinNode {
         })
     }
 
+    /// Its data directory (which holds `admin.sock`, `admin.token` and `edgecore.db`).
+    pub fn data_dir(&self) -> &Path {
+        self.db.parent().unwrap_or(Path::new("."))
+    }
+
+    /// Its admin unix socket, where `/modules` needs no token.
+    pub fn admin_socket(&self) -> PathBuf {
+        crate::admin_socket(self.data_dir())
+    }
+
     /// Starts the node again with the same config and state (after it stopped or was killed).
     pub fn restart(&mut self) -> Result<()> {
         self.daemon = launch(&self.args, self.admin, self.mqtt_port)?;

@@ -6,7 +6,11 @@
 //! after a reconnect or a restart carries the same bytes and the same `msg_id`.
 //!
 //! The queue is bounded: beyond `cap` rows a push is refused ([`OutboxError::Full`]) rather than
-//! letting a long outage fill the disk; the refusal is counted on `/metrics`.
+//! letting a long outage fill the disk; the refusal is counted on `/metrics`. Messages relayed
+//! for local clients (MQTT uploads, which any client of the broker can send) take at most
+//! their own share of it ([`OutboxLimits::relayed_cap`], [`OutboxError::RelayedFull`]), so a
+//! flood of them can never take the places the node's own messages — a twin change, a pod
+//! status — need.
 //!
 //! It lives in `wedge-core`, not in edgehub, because a module whose cloud message follows from
 //! a change it stores must write both in **one transaction** ([`Outbox::stage`]): then a crash
@@ -42,6 +46,13 @@ pub enum OutboxError {
         /// The configured cap.
         cap: usize,
     },
+    /// The share of the outbox for messages relayed from local clients is taken; this relayed
+    /// message was not stored (the node's own messages still fit).
+    #[error("outbox share for relayed messages full ({cap} queued); message refused")]
+    RelayedFull {
+        /// The relayed share's cap.
+        cap: usize,
+    },
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -56,49 +67,93 @@ pub enum OutboxError {
     },
 }
 
+/// How many messages the outbox holds at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxLimits {
+    /// Every message (0 refuses every push).
+    pub cap: usize,
+    /// Of those, messages relayed for local clients ([`Outbox::submit_relayed`]); at most
+    /// `cap`.
+    pub relayed_cap: usize,
+}
+
+impl OutboxLimits {
+    /// `cap` messages, relayed ones no more than `relayed_percent` % of them (at least one
+    /// when `cap` is not 0).
+    pub fn with_relayed_percent(cap: usize, relayed_percent: u8) -> OutboxLimits {
+        let share = cap.saturating_mul(usize::from(relayed_percent.min(100))) / 100;
+        OutboxLimits {
+            cap,
+            relayed_cap: share.max(usize::from(cap > 0)),
+        }
+    }
+}
+
 /// Counters and the row count, shared by every clone and by pending pushes.
 struct Shared {
     store: Store,
     cap: usize,
+    relayed_cap: usize,
     /// Rows stored plus pushes queued but not yet resolved; a push reserves its place here
     /// before it is queued, so concurrent pushes can never overshoot the cap.
     queued: AtomicUsize,
+    /// The relayed ones among `queued`.
+    relayed: AtomicUsize,
     refused: AtomicU64,
+    relayed_refused: AtomicU64,
     pushed: AtomicU64,
     removed: AtomicU64,
     /// Raised after every commit that added rows; the link waits on it.
     added: tokio::sync::Notify,
 }
 
+/// Takes `n` places in `count` under `cap`, all or none.
+fn take(count: &AtomicUsize, n: usize, cap: usize) -> bool {
+    count
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+            (q.saturating_add(n) <= cap).then_some(q + n)
+        })
+        .is_ok()
+}
+
+/// Gives back `n` places in `count`. Saturating: the count must never wrap, even if a row
+/// was removed by hand.
+fn give_back(count: &AtomicUsize, n: usize) {
+    let _ = count.fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+        Some(q.saturating_sub(n))
+    });
+}
+
 impl Shared {
-    /// Takes `n` places under the cap, all or none.
-    fn reserve(&self, n: usize) -> Result<(), OutboxError> {
-        self.queued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
-                (q.saturating_add(n) <= self.cap).then_some(q + n)
-            })
-            .map(|_| ())
-            .map_err(|_| {
-                self.refused.fetch_add(n as u64, Ordering::Relaxed);
-                OutboxError::Full { cap: self.cap }
-            })
+    /// Takes `n` places under the cap, all or none; relayed places also under the relayed cap.
+    fn reserve(&self, n: usize, relayed: bool) -> Result<(), OutboxError> {
+        if relayed && !take(&self.relayed, n, self.relayed_cap) {
+            self.relayed_refused.fetch_add(n as u64, Ordering::Relaxed);
+            return Err(OutboxError::RelayedFull {
+                cap: self.relayed_cap,
+            });
+        }
+        if !take(&self.queued, n, self.cap) {
+            if relayed {
+                give_back(&self.relayed, n);
+            }
+            self.refused.fetch_add(n as u64, Ordering::Relaxed);
+            return Err(OutboxError::Full { cap: self.cap });
+        }
+        Ok(())
     }
 
-    /// Gives back `n` places (a failed push, or removed rows).
-    fn release(&self, n: usize) {
-        // Saturating: the count must never wrap, even if a row was removed by hand.
-        let _ = self
-            .queued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
-                Some(q.saturating_sub(n))
-            });
+    /// Gives back places (a failed push, or removed rows).
+    fn release(&self, n: usize, relayed: usize) {
+        give_back(&self.queued, n);
+        give_back(&self.relayed, relayed);
     }
 
     /// Books the outcome of a push once its commit is known.
-    fn settle(&self, outcome: &Result<u64, StoreError>) {
+    fn settle(&self, outcome: &Result<u64, StoreError>, relayed: bool) {
         match outcome {
             Ok(_) => self.committed(1),
-            Err(_) => self.release(1),
+            Err(_) => self.release(1, usize::from(relayed)),
         }
     }
 
@@ -128,7 +183,14 @@ impl StagedRows {
     /// Inserts the rows on `conn`, inside the caller's transaction (on the store's writer).
     pub fn insert(&self, conn: &rusqlite::Connection) -> Result<(), StoreError> {
         for row in &self.rows {
-            table::insert(conn, &row.msg_id, &row.resource, &row.body, self.queued_ms)?;
+            table::insert(
+                conn,
+                &row.msg_id,
+                &row.resource,
+                &row.body,
+                self.queued_ms,
+                false,
+            )?;
         }
         Ok(())
     }
@@ -164,7 +226,7 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         if self.n > 0 {
-            self.shared.release(self.n);
+            self.shared.release(self.n, 0);
         }
     }
 }
@@ -188,6 +250,8 @@ pub struct Outbox {
 pub struct PendingPush {
     write: Option<PendingWrite<i64>>,
     shared: Arc<Shared>,
+    /// Its place is in the relayed share.
+    relayed: bool,
 }
 
 impl Future for PendingPush {
@@ -202,7 +266,7 @@ impl Future for PendingPush {
             Poll::Ready(r) => r.and_then(seq_from_sql),
         };
         self.write = None;
-        self.shared.settle(&outcome);
+        self.shared.settle(&outcome, self.relayed);
         Poll::Ready(outcome.map_err(OutboxError::from))
     }
 }
@@ -214,10 +278,10 @@ impl Drop for PendingPush {
         };
         // Without a runtime the place stays reserved: erring towards "fuller" never loses data.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let shared = self.shared.clone();
+            let (shared, relayed) = (self.shared.clone(), self.relayed);
             rt.spawn(async move {
                 let outcome = write.await.and_then(seq_from_sql);
-                shared.settle(&outcome);
+                shared.settle(&outcome, relayed);
             });
         }
     }
@@ -248,15 +312,30 @@ fn seq_to_sql(seq: u64) -> i64 {
 impl Outbox {
     /// Opens the outbox on an already migrated store ([`COMPONENT`], [`MIGRATIONS`]), counting
     /// the rows left from before a restart. At most `cap` messages are held at once (0 refuses
-    /// every push).
+    /// every push); relayed messages may take all of it.
     pub async fn open(store: Store, cap: usize) -> Result<Outbox, OutboxError> {
-        let queued = store.read(table::count).await?;
+        Outbox::open_with(
+            store,
+            OutboxLimits {
+                cap,
+                relayed_cap: cap,
+            },
+        )
+        .await
+    }
+
+    /// Like [`Outbox::open`], with a share of its own for relayed messages.
+    pub async fn open_with(store: Store, limits: OutboxLimits) -> Result<Outbox, OutboxError> {
+        let counts = store.read(table::count).await?;
         Ok(Outbox {
             shared: Arc::new(Shared {
                 store,
-                cap,
-                queued: AtomicUsize::new(queued),
+                cap: limits.cap,
+                relayed_cap: limits.relayed_cap.min(limits.cap),
+                queued: AtomicUsize::new(counts.all),
+                relayed: AtomicUsize::new(counts.relayed),
                 refused: AtomicU64::new(0),
+                relayed_refused: AtomicU64::new(0),
                 pushed: AtomicU64::new(0),
                 removed: AtomicU64::new(0),
                 added: tokio::sync::Notify::new(),
@@ -274,21 +353,35 @@ impl Outbox {
     /// can pipeline many pushes into shared commits; the returned future resolves after the
     /// commit. Rows get their seqs in the order they are submitted.
     pub async fn submit(&self, msg: &Message) -> Result<PendingPush, OutboxError> {
+        self.submit_as(msg, false).await
+    }
+
+    /// Like [`Outbox::submit`] for a message relayed for a local client (an MQTT upload): it
+    /// also takes a place in the relayed share, and is refused with
+    /// [`OutboxError::RelayedFull`] when that share is taken.
+    pub async fn submit_relayed(&self, msg: &Message) -> Result<PendingPush, OutboxError> {
+        self.submit_as(msg, true).await
+    }
+
+    async fn submit_as(&self, msg: &Message, relayed: bool) -> Result<PendingPush, OutboxError> {
         let shared = &self.shared;
-        shared.reserve(1)?;
+        shared.reserve(1, relayed)?;
         let row = StagedRow::of(msg);
         let now = crate::time::now_ms();
         let queued = shared
             .store
-            .submit(move |conn| table::insert(conn, &row.msg_id, &row.resource, &row.body, now))
+            .submit(move |conn| {
+                table::insert(conn, &row.msg_id, &row.resource, &row.body, now, relayed)
+            })
             .await;
         match queued {
             Ok(write) => Ok(PendingPush {
                 write: Some(write),
                 shared: shared.clone(),
+                relayed,
             }),
             Err(e) => {
-                shared.release(1);
+                shared.release(1, usize::from(relayed));
                 Err(e.into())
             }
         }
@@ -301,7 +394,7 @@ impl Outbox {
     pub fn stage(&self, msgs: &[Message]) -> Result<(StagedRows, Reservation), OutboxError> {
         let shared = &self.shared;
         let n = msgs.len();
-        shared.reserve(n)?;
+        shared.reserve(n, false)?;
         let rows = StagedRows {
             rows: msgs.iter().map(StagedRow::of).collect(),
             queued_ms: crate::time::now_ms(),
@@ -353,30 +446,32 @@ impl Outbox {
     /// in order); returns how many were removed.
     pub async fn remove_upto(&self, seq: u64) -> Result<usize, OutboxError> {
         let seq = seq_to_sql(seq);
-        let n = self
+        let removed = self
             .shared
             .store
             .write(move |conn| table::delete_upto(conn, seq))
             .await?;
-        self.removed_rows(n);
-        Ok(n)
+        self.removed_rows(removed);
+        Ok(removed.all)
     }
 
     /// Removes the message `seq`; true when it was queued.
     pub async fn remove(&self, seq: u64) -> Result<bool, OutboxError> {
         let seq = seq_to_sql(seq);
-        let gone = self
+        let removed = self
             .shared
             .store
             .write(move |conn| table::delete(conn, seq))
             .await?;
-        self.removed_rows(usize::from(gone));
-        Ok(gone)
+        self.removed_rows(removed);
+        Ok(removed.all > 0)
     }
 
-    fn removed_rows(&self, n: usize) {
-        self.shared.release(n);
-        self.shared.removed.fetch_add(n as u64, Ordering::Relaxed);
+    fn removed_rows(&self, removed: table::Counts) {
+        self.shared.release(removed.all, removed.relayed);
+        self.shared
+            .removed
+            .fetch_add(removed.all as u64, Ordering::Relaxed);
     }
 
     /// Messages queued, counting pushes not yet committed.
@@ -392,6 +487,11 @@ impl Outbox {
     /// The most messages held at once.
     pub fn cap(&self) -> usize {
         self.shared.cap
+    }
+
+    /// Relayed messages queued, counting pushes not yet committed.
+    pub fn relayed_len(&self) -> usize {
+        self.shared.relayed.load(Ordering::Acquire)
     }
 }
 
@@ -431,6 +531,16 @@ impl MetricsSource for Outbox {
                 "Most messages the outbox holds before refusing more.",
                 s.cap as f64,
             ),
+            (
+                "wedge_edgehub_outbox_relayed_messages",
+                "Messages relayed for local clients (MQTT uploads) queued in the outbox.",
+                s.relayed.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "wedge_edgehub_outbox_relayed_cap",
+                "Most relayed messages the outbox holds before refusing more of them.",
+                s.relayed_cap as f64,
+            ),
         ];
         for (name, help, value) in gauges {
             w.family(name, help, "gauge");
@@ -441,6 +551,11 @@ impl MetricsSource for Outbox {
                 "wedge_edgehub_outbox_refused_total",
                 "Messages refused because the outbox was full.",
                 &s.refused,
+            ),
+            (
+                "wedge_edgehub_outbox_relayed_refused_total",
+                "Relayed messages refused because their share of the outbox was full.",
+                &s.relayed_refused,
             ),
             (
                 "wedge_edgehub_outbox_pushed_total",

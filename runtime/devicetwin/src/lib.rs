@@ -1,10 +1,16 @@
 //! DeviceTwin: devices, attributes and twins with KubeEdge's tables, version rules and MQTT
 //! topic protocol (`spec/kubeedge-compat.md` §5).
 //!
-//! Built so far: the topic grammar (`topics`), KubeEdge's validation rules and error strings
-//! (`validate`), the wire JSON (`wire`) and a mapper's update with its version rules and
-//! outputs (`mapper_update`), each checked against the spec's worked examples. Cloud syncs,
-//! storage and the module itself come next (issue 4).
+//! The [`module::DeviceTwin`] module receives requests from eventbus (MQTT topics, parsed by
+//! [`topics`]/[`inbound`]), the Wasm host and the cloud, runs a pure handler per request over
+//! the in-memory device cache ([`twin_update`] with [`mapper_update`]'s version rules,
+//! [`cloud_sync`], [`membership`], [`state`], [`attributes`], [`twin_get`]; KubeEdge's rules
+//! and error strings in [`validate`], the wire JSON in [`wire`]), and hands the resulting
+//! [`effects`] to the ordered [`output`] stage: rows to SQLite ([`storage`]), then results to
+//! MQTT, messages to the cloud (staged in the outbox with the rows) and desired values to
+//! mappers. [`limits`] caps what any client can add; [`definition`] turns KubeEdge `Device`
+//! and `DeviceModel` objects into devices; [`hooks`] is where Wasm handlers and mappers plug
+//! in.
 
 #![warn(missing_docs)]
 
@@ -16,6 +22,7 @@ pub mod device;
 pub mod effects;
 pub mod hooks;
 pub mod inbound;
+pub mod limits;
 pub mod mapper_update;
 pub mod membership;
 pub mod module;

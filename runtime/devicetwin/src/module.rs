@@ -179,6 +179,7 @@ impl Module for DeviceTwin {
             twin: &self,
             outputs: &outputs,
             jobs,
+            failed: failed.clone(),
         };
         if !self.local_loaded.swap(true, Ordering::AcqRel) {
             turn.load_local_definitions().await;
@@ -196,6 +197,11 @@ impl Module for DeviceTwin {
                     // The mailbox may not be read while requests wait for reviews: stay
                     // seen as alive.
                     ctx.alive();
+                    if failed.swap(false, Ordering::AcqRel) {
+                        self.reload().await.map_err(|e| {
+                            ModuleError::from(format!("cannot reload devices: {e}"))
+                        })?;
+                    }
                     turn.finish_review(&device, reviewed).await;
                     turn.resume(&device, &mut reviews).await;
                 }
@@ -254,6 +260,20 @@ struct Turn<'a> {
     twin: &'a DeviceTwin,
     outputs: &'a Arc<Outputs>,
     jobs: mpsc::Sender<Job>,
+    /// Raised when a request changed the cache but was not stored: the loop reloads the cache
+    /// from SQLite before the next request.
+    failed: Arc<AtomicBool>,
+}
+
+/// What a request does when the outbox refuses its cloud messages (full, or its share full).
+enum WhenRefused {
+    /// Store the change all the same and count the messages as dropped: a change the cloud
+    /// asked for (the cloud holds it and syncs it again), or a message nobody waits on.
+    StoreAnyway,
+    /// Fail the request whole — nothing is stored — and answer with these effects, if any: a
+    /// change a local client (a mapper) made must never be answered success while the cloud
+    /// will not hear of it.
+    Fail(Option<Effects>),
 }
 
 /// What every handler that changes the cache takes: the devices, the device (or node) id, the
@@ -265,8 +285,47 @@ fn new_id() -> String {
 }
 
 impl Turn<'_> {
-    /// Queues `effects`: rows to the store now, the rest to the stage.
-    async fn emit(&self, mut effects: Effects, on_failure: Option<Effects>) {
+    /// Queues `effects`: rows to the store now, the rest to the stage. `on_failure` answers a
+    /// failed write; `refused` says what happens when the outbox refuses the cloud messages.
+    async fn emit(&self, mut effects: Effects, on_failure: Option<Effects>, refused: WhenRefused) {
+        let (outbox_rows, cloud) = match self.outputs.stage(&mut effects) {
+            Ok(Some(s)) => (Some(s.rows), Some((s.messages, s.reservation))),
+            Ok(None) => (None, None),
+            Err(refusal) => match refused {
+                WhenRefused::StoreAnyway => {
+                    self.twin
+                        .stats
+                        .cloud_dropped
+                        .fetch_add(refusal.messages as u64, Ordering::Relaxed);
+                    tracing::warn!(
+                        "{} cloud message(s) of a cloud-side change not stored: {}",
+                        refusal.messages,
+                        refusal.reason
+                    );
+                    (None, None)
+                }
+                WhenRefused::Fail(answer) => {
+                    let refused = self
+                        .twin
+                        .stats
+                        .cloud_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    if refused.is_power_of_two() || refused == 0 {
+                        tracing::warn!(
+                            refused_so_far = refused + 1,
+                            "request refused: its cloud message(s) cannot be stored ({})",
+                            refusal.reason
+                        );
+                    }
+                    // The handler already changed the cache: it is rebuilt from what is stored.
+                    self.failed.store(true, Ordering::Release);
+                    if let Some(answer) = answer {
+                        self.queue_outputs(answer).await;
+                    }
+                    return;
+                }
+            },
+        };
         if effects
             .publish
             .iter()
@@ -274,10 +333,6 @@ impl Turn<'_> {
         {
             self.twin.stats.errors.fetch_add(1, Ordering::Relaxed);
         }
-        let (outbox_rows, cloud) = match self.outputs.stage(&mut effects) {
-            Some(s) => (Some(s.rows), Some((s.messages, s.reservation))),
-            None => (None, None),
-        };
         let write = if effects.rows.is_empty() && outbox_rows.is_none() {
             None
         } else {
@@ -317,6 +372,54 @@ impl Turn<'_> {
         }
     }
 
+    /// Counts and logs a request refused by a cap (the first, then every power of two).
+    fn over_limit(&self, over: &crate::limits::OverLimit) {
+        let n = self.twin.stats.over_limit.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_power_of_two() {
+            tracing::warn!(refused_so_far = n, "request refused: {over}");
+        }
+    }
+
+    /// Whether a request that adds twins or devices fits the caps; one that does not is
+    /// counted and logged, and changes nothing.
+    fn fits(
+        &self,
+        check: impl FnOnce(
+            &crate::limits::Limits,
+            &crate::device::Devices,
+        ) -> Result<(), crate::limits::OverLimit>,
+    ) -> bool {
+        let limits = self.twin.settings.limits;
+        let verdict = check(&limits, &self.twin.cache.read());
+        match verdict {
+            Ok(()) => true,
+            Err(over) => {
+                self.over_limit(&over);
+                false
+            }
+        }
+    }
+
+    /// Queues outputs that need no write (an error answer), in order behind earlier requests.
+    async fn queue_outputs(&self, effects: Effects) {
+        if effects
+            .publish
+            .iter()
+            .any(|p| p.payload.contains("\"code\":"))
+        {
+            self.twin.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let job = Job {
+            write: None,
+            cloud: None,
+            effects,
+            on_failure: None,
+        };
+        if self.jobs.send(job).await.is_err() {
+            tracing::error!("devicetwin output stage is gone; outputs dropped");
+        }
+    }
+
     /// Handles `msg` now, or parks it behind a review it must stay ordered with.
     async fn dispatch(&mut self, msg: Message, reviews: &mut Reviews) {
         let request = classify(&msg);
@@ -344,7 +447,7 @@ impl Turn<'_> {
     /// Applies what a finished review decided.
     async fn finish_review(&mut self, device: &str, reviewed: Reviewed) {
         match reviewed {
-            Reviewed::Answer(answer) => self.emit(answer, None).await,
+            Reviewed::Answer(answer) => self.emit(answer, None, WhenRefused::StoreAnyway).await,
             Reviewed::Commit(request, now) => self.commit_update(device, &request, now).await,
         }
     }
@@ -368,7 +471,7 @@ impl Turn<'_> {
                         cloud: vec![ask],
                         ..Effects::default()
                     };
-                    self.emit(effects, None).await;
+                    self.emit(effects, None, WhenRefused::StoreAnyway).await;
                 }
             }
             // The same requests reach devicetwin over MQTT (node and device topics) and from
@@ -378,6 +481,9 @@ impl Turn<'_> {
                 ..
             }
             | Request::MembershipUpdate => {
+                if !self.fits(|l, d| l.check_membership(d, &payload)) {
+                    return;
+                }
                 self.apply(
                     "membership",
                     crate::membership::update,
@@ -392,6 +498,9 @@ impl Turn<'_> {
                 ..
             }
             | Request::MembershipDetail => {
+                if !self.fits(|l, d| l.check_membership(d, &payload)) {
+                    return;
+                }
                 self.apply(
                     "membership",
                     crate::membership::detail_result,
@@ -407,7 +516,7 @@ impl Turn<'_> {
             } => {
                 self.twin.stats.count("membership");
                 let effects = crate::membership::get(&self.twin.cache.read(), &node, &payload, now);
-                self.emit(effects, None).await;
+                self.emit(effects, None, WhenRefused::StoreAnyway).await;
             }
             Request::Device {
                 device,
@@ -428,6 +537,9 @@ impl Turn<'_> {
                 kind: DeviceTopic::TwinCloudUpdated,
             }
             | Request::CloudSync { device } => {
+                if !self.fits(|l, d| l.check_sync(d, &device, &payload)) {
+                    return;
+                }
                 self.apply(
                     "cloud_sync",
                     crate::cloud_sync::handle,
@@ -450,14 +562,23 @@ impl Turn<'_> {
             } => {
                 self.twin.stats.count("twin_get");
                 let effects = crate::twin_get::get(&self.twin.cache.read(), &device, &payload, now);
-                self.emit(effects, None).await;
+                self.emit(effects, None, WhenRefused::StoreAnyway).await;
             }
             Request::Device {
                 device,
                 kind: DeviceTopic::StateUpdate,
             } => {
-                self.apply("state_update", crate::state::update, &device, &payload, now)
-                    .await;
+                // A mapper's state change, like its twin updates, is refused whole when the
+                // cloud cannot be told (KubeEdge answers a failed state update with nothing).
+                self.apply_with(
+                    "state_update",
+                    crate::state::update,
+                    &device,
+                    &payload,
+                    now,
+                    WhenRefused::Fail(None),
+                )
+                .await;
             }
             Request::Device {
                 kind: DeviceTopic::StateGet,
@@ -489,8 +610,21 @@ impl Turn<'_> {
         let prepared = twin_update::prepare(&self.twin.cache.read(), device, payload, max, now);
         let mut request = match prepared {
             Ok(request) => request,
-            Err(answer) => return self.emit(answer, None).await,
+            Err(answer) => return self.emit(answer, None, WhenRefused::StoreAnyway).await,
         };
+        let limits = self.twin.settings.limits;
+        let fits = limits.check_twins(&self.twin.cache.read(), device, request.twin.keys());
+        if let Err(over) = fits {
+            self.over_limit(&over);
+            let answer = twin_update::error_result(
+                device,
+                &request.event_id,
+                now,
+                crate::validate::BAD_REQUEST,
+                &over.to_string(),
+            );
+            return self.queue_outputs(answer).await;
+        }
         let changes = if self.twin.hooks.reviews(device) {
             twin_update::proposals(&self.twin.cache.read(), device, &request)
         } else {
@@ -528,14 +662,22 @@ impl Turn<'_> {
             now,
             &mut new_id,
         );
-        let on_failure = twin_update::error_result(
-            device,
-            &request.event_id,
-            now,
-            twin_update::INTERNAL_ERROR,
-            "failed to store the twin update",
+        let answer = |reason: &str| {
+            twin_update::error_result(
+                device,
+                &request.event_id,
+                now,
+                twin_update::INTERNAL_ERROR,
+                reason,
+            )
+        };
+        let on_failure = answer("failed to store the twin update");
+        let refused = answer(
+            "the twin update was not applied: its message to the cloud cannot be stored (the \
+             cloud outbox is full while the cloud is unreachable)",
         );
-        self.emit(effects, Some(on_failure)).await;
+        self.emit(effects, Some(on_failure), WhenRefused::Fail(Some(refused)))
+            .await;
     }
 
     /// Runs a handler that changes the cache and queues its effects. Removed devices are also
@@ -548,13 +690,27 @@ impl Turn<'_> {
         payload: &[u8],
         now: i64,
     ) {
+        self.apply_with(kind, handler, id, payload, now, WhenRefused::StoreAnyway)
+            .await;
+    }
+
+    /// [`Self::apply`] with what happens when the outbox refuses the cloud messages.
+    async fn apply_with(
+        &mut self,
+        kind: &'static str,
+        handler: Handler,
+        id: &str,
+        payload: &[u8],
+        now: i64,
+        refused: WhenRefused,
+    ) {
         self.twin.stats.count(kind);
         let mut effects = {
             let mut devices = self.twin.cache.write();
             handler(&mut devices, id, payload, now, &mut new_id)
         };
         effects.removed = crate::membership::removed_ids(&effects);
-        self.emit(effects, None).await;
+        self.emit(effects, None, refused).await;
     }
 
     /// A `Device` or `DeviceModel` from metamanager (the cloud's objects).
@@ -590,6 +746,10 @@ impl Turn<'_> {
     async fn defined(&mut self, definitions: Vec<DeviceDefinition>) {
         let now = wedge_core::time::now_ms();
         for def in definitions {
+            let known = self.twin.cache.read().contains_key(&def.id);
+            if !known && !self.fits(|l, d| l.check_new_device(d)) {
+                continue;
+            }
             let record = {
                 let mut devices = self.twin.cache.write();
                 if devices.contains_key(&def.id) {
@@ -606,7 +766,7 @@ impl Turn<'_> {
                     rows: vec![RowChange::PutDevice(record)],
                     ..Effects::default()
                 };
-                self.emit(effects, None).await;
+                self.emit(effects, None, WhenRefused::StoreAnyway).await;
             }
             self.twin.hooks.device_defined(def);
         }

@@ -85,30 +85,30 @@ impl Outputs {
     /// Takes a request's cloud messages out of `effects` and stages them for the outbox, so
     /// the request's write stores them with its rows: a crash after that commit can no longer
     /// lose them, and while the link is down they wait in the outbox instead of being dropped.
-    /// `None` without an outbox (they stay in `effects` for [`Outputs::to_cloud`]) or when there
-    /// is nothing to stage; a full outbox drops them (logged, counted).
-    pub(crate) fn stage(&self, effects: &mut Effects) -> Option<StagedCloud> {
-        let outbox = self.outbox.as_ref()?;
+    /// `Ok(None)` without an outbox (they stay in `effects` for [`Outputs::to_cloud`]) or when
+    /// there is nothing to stage. `Err` when the outbox refused them: they are out of `effects`
+    /// and the caller decides whether the request fails or is stored without them.
+    pub(crate) fn stage(&self, effects: &mut Effects) -> Result<Option<StagedCloud>, Refusal> {
+        let Some(outbox) = self.outbox.as_ref() else {
+            return Ok(None);
+        };
         if effects.cloud.is_empty() {
-            return None;
+            return Ok(None);
         }
         let messages: Vec<Message> = std::mem::take(&mut effects.cloud)
             .into_iter()
             .filter_map(cloud_message)
             .collect();
         match outbox.stage(&messages) {
-            Ok((rows, reservation)) => Some(StagedCloud {
+            Ok((rows, reservation)) => Ok(Some(StagedCloud {
                 rows,
                 reservation,
                 messages,
+            })),
+            Err(e) => Err(Refusal {
+                messages: messages.len(),
+                reason: e.to_string(),
             }),
-            Err(e) => {
-                self.stats
-                    .cloud_dropped
-                    .fetch_add(messages.len() as u64, Ordering::Relaxed);
-                tracing::warn!("{} cloud message(s) not stored: {e}", messages.len());
-                None
-            }
         }
     }
 
@@ -169,6 +169,15 @@ impl Outputs {
     pub(crate) fn pending_count(&self) -> usize {
         self.pending().len()
     }
+}
+
+/// The outbox refused a request's cloud messages (see [`Outputs::stage`]).
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    /// How many messages it refused.
+    pub(crate) messages: usize,
+    /// The outbox's reason.
+    pub(crate) reason: String,
 }
 
 /// A request's cloud messages, serialised into its write (see [`Outputs::stage`]).

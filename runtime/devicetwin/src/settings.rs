@@ -22,6 +22,8 @@ pub struct DeviceTwinSettings {
     /// Requests whose outputs may wait for their commit at once; past it, reading the
     /// mailbox waits (back-pressure towards the broker).
     pub max_in_flight: usize,
+    /// Twins per device and devices per node (see [`crate::limits`]).
+    pub limits: crate::limits::Limits,
 }
 
 impl DeviceTwinSettings {
@@ -33,6 +35,7 @@ impl DeviceTwinSettings {
             devices_dir: None,
             resend_after: crate::cloud_pending::RESEND_AFTER,
             max_in_flight: 4096,
+            limits: crate::limits::Limits::default(),
         }
     }
 }

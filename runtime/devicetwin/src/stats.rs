@@ -31,6 +31,12 @@ pub struct Stats {
     pub(crate) resent: AtomicU64,
     /// Cloud messages not sent because the cloud was not connected.
     pub(crate) cloud_dropped: AtomicU64,
+    /// Requests from local clients refused whole because their cloud messages could not be
+    /// stored (the outbox, or its share, was full).
+    pub(crate) cloud_refused: AtomicU64,
+    /// Twin updates refused because they would give a device more than its twin cap, and
+    /// membership changes refused because they would give the node more than its device cap.
+    pub(crate) over_limit: AtomicU64,
     /// MQTT messages handed to eventbus.
     pub(crate) published: AtomicU64,
 }
@@ -94,8 +100,18 @@ impl Stats {
             ),
             (
                 "wedge_devicetwin_cloud_dropped_total",
-                "Cloud messages dropped while disconnected.",
+                "Cloud messages dropped while disconnected, or refused by a full outbox for a change the cloud asked for.",
                 &self.cloud_dropped,
+            ),
+            (
+                "wedge_devicetwin_cloud_refused_total",
+                "Requests of local clients refused whole because their cloud messages could not be stored.",
+                &self.cloud_refused,
+            ),
+            (
+                "wedge_devicetwin_over_limit_total",
+                "Requests refused because they would exceed the twins-per-device or devices-per-node cap.",
+                &self.over_limit,
             ),
         ];
         for (name, help, value) in counters {

@@ -74,6 +74,21 @@ impl DiskSource {
 /// Size and space available to unprivileged writers (`f_bavail`, as cAdvisor reports for
 /// kubelet's image filesystem) of the filesystem holding `path`.
 pub fn statvfs(path: &Path) -> Result<FsUsage, DiskError> {
+    statvfs_with_inodes(path).map(|(usage, _)| usage)
+}
+
+/// Inode figures of a filesystem: total and free to an unprivileged writer (`f_files`,
+/// `f_favail`), the input of kubelet's `inodesFree` eviction signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Inodes {
+    /// Inodes the filesystem has (0 where it has no fixed number, as on btrfs).
+    pub total: u64,
+    /// Inodes still free.
+    pub free: u64,
+}
+
+/// [`statvfs`] with the filesystem's inode figures.
+pub fn statvfs_with_inodes(path: &Path) -> Result<(FsUsage, Inodes), DiskError> {
     let fail = |source| DiskError::Statvfs {
         path: path.display().to_string(),
         source,
@@ -93,15 +108,23 @@ pub fn statvfs(path: &Path) -> Result<FsUsage, DiskError> {
         clippy::useless_conversion,
         reason = "the fields are 32-bit on 32-bit targets (armhf edge boards)"
     )]
-    let (frsize, blocks, bavail) = (
+    let (frsize, blocks, bavail, files, favail) = (
         u64::from(stat.f_frsize),
         u64::from(stat.f_blocks),
         u64::from(stat.f_bavail),
+        u64::from(stat.f_files),
+        u64::from(stat.f_favail),
     );
-    Ok(FsUsage {
-        capacity: blocks.saturating_mul(frsize),
-        available: bavail.saturating_mul(frsize),
-    })
+    Ok((
+        FsUsage {
+            capacity: blocks.saturating_mul(frsize),
+            available: bavail.saturating_mul(frsize),
+        },
+        Inodes {
+            total: files,
+            free: favail,
+        },
+    ))
 }
 
 #[cfg(test)]

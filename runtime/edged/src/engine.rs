@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bollard::Docker;
+use bollard::auth::DockerCredentials;
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding};
 use bollard::query_parameters::{
     CreateContainerOptions, CreateImageOptions, ListContainersOptions, ListImagesOptions,
@@ -107,6 +108,8 @@ pub struct ContainerPlan {
     /// The hostname inside the container; `None` for the engine's (the id), and always `None`
     /// with `container:<id>`, where the engine refuses it.
     pub hostname: Option<String>,
+    /// User, groups, capabilities, sysctls... from the pod's `securityContext`.
+    pub security: crate::security_context::SecurityPlan,
 }
 
 /// One of edged's containers as the engine lists it.
@@ -218,8 +221,15 @@ impl Engine {
         &self.docker
     }
 
-    /// Makes `image` available per `policy` (`Always`, `IfNotPresent`, `Never`).
-    pub async fn ensure_image(&self, image: &str, policy: &str) -> Result<(), EngineError> {
+    /// Makes `image` available per `policy` (`Always`, `IfNotPresent`, `Never`). A pull tries
+    /// each of `credentials` in turn (the pod's pull secrets that match the image, most
+    /// specific first), anonymously when there are none.
+    pub async fn ensure_image(
+        &self,
+        image: &str,
+        policy: &str,
+        credentials: &[DockerCredentials],
+    ) -> Result<(), EngineError> {
         let present = match self.docker.inspect_image(image).await {
             Ok(_) => true,
             Err(e) if is_not_found(&e) => false,
@@ -231,7 +241,7 @@ impl Engine {
                 message: format!("image {image:?} is not present and the pull policy is Never"),
             }),
             ("Never" | "IfNotPresent", true) => Ok(()),
-            _ => match self.pull(image).await {
+            _ => match self.pull_with(image, credentials).await {
                 Ok(()) => Ok(()),
                 // An image already here still runs when a refresh fails (no registry,
                 // offline node): kubelet would fail the pod; an edge node should not.
@@ -244,19 +254,53 @@ impl Engine {
         }
     }
 
-    async fn pull(&self, image: &str) -> Result<(), EngineError> {
+    /// Pulls `image` with each credential in turn until one works (kubelet's order), or
+    /// anonymously without any. The error names the image and the engine's last answer,
+    /// never a password.
+    async fn pull_with(
+        &self,
+        image: &str,
+        credentials: &[DockerCredentials],
+    ) -> Result<(), EngineError> {
+        if credentials.is_empty() {
+            return self
+                .pull(image, None)
+                .await
+                .map_err(|e| EngineError::Image {
+                    reason: "ErrImagePull",
+                    message: format!("pulling image {image:?} failed: {e}"),
+                });
+        }
+        let mut last = None;
+        for credential in credentials {
+            match self.pull(image, Some(credential.clone())).await {
+                Ok(()) => return Ok(()),
+                Err(e) => last = Some(e),
+            }
+        }
+        let last = last.map(|e| e.to_string()).unwrap_or_default();
+        let tried = credentials.len();
+        let plural = if tried == 1 { "" } else { "s" };
+        Err(EngineError::Image {
+            reason: "ErrImagePull",
+            message: format!(
+                "pulling image {image:?} failed ({tried} pull secret credential{plural} tried): {last}"
+            ),
+        })
+    }
+
+    async fn pull(
+        &self,
+        image: &str,
+        credentials: Option<DockerCredentials>,
+    ) -> Result<(), bollard::errors::Error> {
         let options = CreateImageOptions {
             from_image: Some(image.to_owned()),
             ..Default::default()
         };
-        let mut progress = self.docker.create_image(Some(options), None, None);
+        let mut progress = self.docker.create_image(Some(options), None, credentials);
         while let Some(step) = progress.next().await {
-            if let Err(e) = step {
-                return Err(EngineError::Image {
-                    reason: "ErrImagePull",
-                    message: format!("pulling image {image:?} failed: {e}"),
-                });
-            }
+            step?;
         }
         Ok(())
     }
@@ -275,8 +319,11 @@ impl Engine {
                     host_port: Some(host.to_string()),
                 });
         }
+        let security = &plan.security;
+        let some = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
         let body = ContainerCreateBody {
             image: Some(plan.image.clone()),
+            user: security.user.clone(),
             entrypoint: plan.entrypoint.clone(),
             cmd: plan.cmd.clone(),
             env: Some(plan.env.clone()),
@@ -291,6 +338,14 @@ impl Engine {
                 binds: Some(plan.binds.clone()),
                 network_mode: plan.network_mode.clone(),
                 port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+                privileged: security.privileged.then_some(true),
+                cap_add: some(&security.cap_add),
+                cap_drop: some(&security.cap_drop),
+                readonly_rootfs: security.readonly_rootfs.then_some(true),
+                security_opt: some(&security.security_opt),
+                group_add: some(&security.group_add),
+                sysctls: (!security.sysctls.is_empty())
+                    .then(|| security.sysctls.clone().into_iter().collect()),
                 ..Default::default()
             }),
             ..Default::default()

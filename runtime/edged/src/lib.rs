@@ -1,7 +1,7 @@
 //! EdgeD: the node's pods on a Docker engine, driven by KubeEdge's metamanager protocol
 //! (`spec/kubeedge-compat.md` §6).
 //!
-//! Work in progress (issue 6); the parts land one by one, each tested against a real engine:
+//! Its parts, each tested against a real engine where it touches one:
 //! - [`pod`]: the Pod subset edged runs, and the checks that turn a bad spec into a status;
 //! - [`quantity`]: memory and CPU limits as the engine wants them;
 //! - [`engine`]: images and labelled containers through bollard;
@@ -9,6 +9,8 @@
 //! - [`sandbox`]: a pod's sandbox ("pause") container, owner of its network namespace;
 //! - [`objects`] and [`projected`]: ConfigMaps and Secrets through metamanager, as volumes
 //!   and environment;
+//! - [`security_context`]: pod and container `securityContext` as Docker settings;
+//! - [`pull_secrets`]: `imagePullSecrets` as registry credentials for a pull;
 //! - [`probe`]: liveness, readiness and startup probes (exec, httpGet, tcpSocket);
 //! - [`status`]: Kubernetes' pod status and the `podpatch` KubeEdge v1.12+ sends;
 //! - [`node`]: node registration, status and lease through metamanager;
@@ -33,8 +35,10 @@ pub mod pod;
 pub mod probe;
 pub mod projected;
 pub mod projected_volume;
+pub mod pull_secrets;
 pub mod quantity;
 pub mod sandbox;
+pub mod security_context;
 pub mod static_pods;
 pub mod status;
 pub mod wasm_pods;

@@ -652,8 +652,10 @@ impl Module for Edged {
         ctx.ready();
         let stop_reports = ctx.token().child_token();
         let _stop_reports = stop_reports.clone().drop_guard();
-        if let Some(settings) = self.settings.node_report.clone() {
+        if let Some(mut settings) = self.settings.node_report.clone() {
             let version = engine.version().await.unwrap_or_default();
+            // The engine's filesystem is kubelet's image filesystem.
+            settings.image_root = engine.root_dir().await.ok();
             tokio::spawn(crate::node::report(
                 ctx.bus().clone(),
                 settings,

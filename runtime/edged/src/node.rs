@@ -12,6 +12,7 @@
 
 pub mod host;
 pub mod lease;
+pub mod pressure;
 pub mod status;
 
 use std::path::PathBuf;
@@ -56,6 +57,11 @@ pub struct NodeReportSettings {
     pub runtime_name: String,
     /// The node's root directory: the filesystem it is on is the ephemeral storage.
     pub root_directory: PathBuf,
+    /// The engine's root directory, whose filesystem is kubelet's image filesystem (the node's
+    /// when `None`).
+    pub image_root: Option<PathBuf>,
+    /// Hard eviction thresholds (`evictionHard`): crossing one raises a pressure condition.
+    pub thresholds: pressure::Thresholds,
 }
 
 impl NodeReportSettings {
@@ -73,6 +79,8 @@ impl NodeReportSettings {
             max_pods: 110,
             runtime_name: "docker".to_owned(),
             root_directory: PathBuf::from("/var/lib/kubelet"),
+            image_root: None,
+            thresholds: pressure::Thresholds::default(),
         }
     }
 
@@ -134,7 +142,7 @@ pub async fn report(
     let (uid_tx, uid_rx) = watch::channel(None::<String>);
     let mut lease_task = None;
     let mut last_sent: Option<(Value, std::time::Instant)> = None;
-    let since = now_ms();
+    let mut conditions = status::NodeConditions::new(now_ms());
     let mut status_tick = tokio::time::interval(settings.status_every);
     status_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -163,7 +171,14 @@ pub async fn report(
                 }
             }
         }
-        let status = node_status(&settings, &host, &runtime_version, now_ms(), since);
+        let signals =
+            pressure::Signals::read(&settings.root_directory, settings.image_root.as_deref());
+        let pressure = pressure::Pressure::of(&settings.thresholds, &signals);
+        if pressure != conditions.pressure {
+            tracing::warn!(node = %node, ?pressure, ?signals, "node pressure changed");
+        }
+        conditions.observe(pressure, now_ms());
+        let status = node_status(&settings, &host, &runtime_version, now_ms(), &conditions);
         let due = match &last_sent {
             None => true,
             Some((sent, at)) => {

@@ -21,11 +21,16 @@ use crate::projected::volume_dir;
 /// needs a new container when it changes; metadata such as labels is left out, so an update
 /// that only touches metadata keeps the running containers.
 pub fn spec_hash(pod: &Pod, container: &Container) -> String {
-    short_hash(&serde_json::json!({
+    let mut relevant = serde_json::json!({
         "container": container,
         "hostNetwork": pod.spec.host_network,
         "volumes": pod.spec.volumes,
-    }))
+    });
+    // Only when set, so a pod without one keeps the hash it had before edged knew the field.
+    if let Some(security) = &pod.spec.security_context {
+        relevant["securityContext"] = serde_json::json!(security);
+    }
+    short_hash(&relevant)
 }
 
 /// The first 8 bytes of the SHA-256 of `relevant`'s JSON, in hex: the hash labels' form.
@@ -87,6 +92,26 @@ pub fn prepare_volumes(pod: &Pod, pods_root: &Path) -> Result<(), SpecError> {
                     dir.display()
                 ),
             })?;
+            // Kubelet re-owns the volumes it makes (emptyDir), never a hostPath. An emptyDir is
+            // world-writable, as kubelet makes it, so a container running as any user can use
+            // it without an fsGroup.
+            if kind == "emptyDir" {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).map_err(
+                    |e| SpecError {
+                        reason: "VolumeSetupFailed",
+                        message: format!(
+                            "volume {}: cannot open {} to every user: {e}",
+                            volume.name,
+                            dir.display()
+                        ),
+                    },
+                )?;
+                crate::security_context::own_volume(&dir, pod, true).map_err(|e| SpecError {
+                    reason: "VolumeSetupFailed",
+                    message: format!("volume {}: {e}", volume.name),
+                })?;
+            }
         }
     }
     Ok(())
@@ -223,6 +248,7 @@ pub fn container_plan(
         network_mode,
         published,
         hostname: None,
+        security: crate::security_context::container_security(pod, container, sandbox.is_some()),
     })
 }
 
@@ -353,5 +379,26 @@ mod tests {
         let mut changed = p.clone();
         changed.spec.containers[0].image = "wedge-test/busybox:2".into();
         assert_ne!(spec_hash(&changed, &changed.spec.containers[0]), base);
+        // The pod-level securityContext counts; unset, it leaves the JSON (and so the hash of
+        // containers created before edged knew it) as it was.
+        let mut secured = p.clone();
+        secured.spec.security_context = Some(crate::security_context::PodSecurityContext {
+            fs_group: Some(2000),
+            ..Default::default()
+        });
+        assert_ne!(spec_hash(&secured, &secured.spec.containers[0]), base);
+        let json = serde_json::to_value(&p.spec.containers[0]).unwrap();
+        assert!(json.get("securityContext").is_none(), "{json}");
+    }
+
+    #[test]
+    fn an_empty_dir_is_writable_by_every_user_as_kubelet_makes_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let p = pod();
+        prepare_volumes(&p, root.path()).unwrap();
+        let (dir, _) = volume_source(&p, "scratch", root.path()).unwrap();
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o777);
     }
 }

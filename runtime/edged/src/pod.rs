@@ -113,6 +113,13 @@ pub struct PodSpec {
     /// (Kubernetes' default: 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
+    /// Pod-level security settings: container defaults, groups, sysctls
+    /// (see `crate::security_context`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<crate::security_context::PodSecurityContext>,
+    /// Secrets holding registry credentials for the pod's images (see `crate::pull_secrets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<crate::pull_secrets::PullSecretRef>,
 }
 
 /// One container.
@@ -166,6 +173,11 @@ pub struct Container {
     /// containers); edged refuses that rather than run it as a plain init container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_policy: Option<String>,
+    /// The container's security settings, overriding the pod's (see
+    /// `crate::security_context`). Left out of the JSON when unset, so the spec hash of a
+    /// container without it is what it was before edged knew the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<crate::security_context::SecurityContext>,
 }
 
 /// A probe: one action and its timing (Kubernetes' defaults).
@@ -549,6 +561,7 @@ pub fn validate(pod: &Pod) -> Result<(), SpecError> {
             )));
         }
     }
+    crate::security_context::validate(pod)?;
     Ok(())
 }
 

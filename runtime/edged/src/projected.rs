@@ -177,6 +177,7 @@ pub async fn write_volumes(
             }
         };
         replace_dir(&dir, &files).map_err(in_volume)?;
+        crate::security_context::own_volume(&dir, pod, false).map_err(in_volume)?;
     }
     Ok(shortest)
 }

@@ -62,11 +62,17 @@ fn published(pod: &Pod) -> Vec<(String, u16)> {
 /// the sandbox must be recreated. Environment, images, commands belong to the app containers
 /// and are left out.
 pub fn sandbox_hash(pod: &Pod) -> String {
-    short_hash(&serde_json::json!({
+    let mut relevant = serde_json::json!({
         "hostNetwork": pod.spec.host_network,
         "ports": published(pod),
         "hostname": hostname(pod),
-    }))
+    });
+    // Only when set, so a sandbox without them keeps the hash it had before.
+    let sysctls = crate::security_context::sandbox_sysctls(pod);
+    if !sysctls.is_empty() {
+        relevant["sysctls"] = serde_json::json!(sysctls);
+    }
+    short_hash(&relevant)
 }
 
 /// The plan of the `attempt`-th sandbox (0 for the first) of `pod` on node `node`, running
@@ -101,6 +107,15 @@ pub fn plan(node: &str, pod: &Pod, image: &str, attempt: u32) -> ContainerPlan {
         // On the host's network ports need no publishing and the hostname is the node's.
         published: if host { Vec::new() } else { published(pod) },
         hostname: (!host).then(|| hostname(pod)),
+        // The network namespace's sysctls (`net.*`); a host-network pod has none to own.
+        security: crate::security_context::SecurityPlan {
+            sysctls: if host {
+                Default::default()
+            } else {
+                crate::security_context::sandbox_sysctls(pod)
+            },
+            ..Default::default()
+        },
     }
 }
 
@@ -183,7 +198,8 @@ impl Engine {
     /// an image imported beforehand). A failure is `ErrImagePull` with a message naming
     /// `podSandboxImage`, so that whoever reads the pod's status knows what to set.
     pub async fn ensure_sandbox_image(&self, image: &str) -> Result<(), EngineError> {
-        self.ensure_image(image, "IfNotPresent")
+        // No pod's pull secrets: the sandbox image is the node's, pinned or loaded locally.
+        self.ensure_image(image, "IfNotPresent", &[])
             .await
             .map_err(|e| EngineError::Image {
                 reason: "ErrImagePull",

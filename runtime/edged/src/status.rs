@@ -283,9 +283,21 @@ pub fn pod_status(
             .collect();
         status["initContainerStatuses"] = json!(statuses);
     }
-    if let Some((reason, message)) = problem {
-        status["reason"] = json!(reason);
-        status["message"] = json!(message);
+    match problem {
+        Some((reason, message)) => {
+            status["reason"] = json!(reason);
+            status["message"] = json!(message);
+        }
+        None => clear(&mut status, &["reason", "message"]),
+    }
+    // CloudCore applies a podpatch as a strategic merge patch, which merges conditions by
+    // type: a reason a condition no longer has must be sent as null (as kubelet's patch,
+    // a diff against the old status, does), or the old one stays ("Initialized: True,
+    // ContainersNotInitialized" was seen on the real cloud).
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        for c in conditions {
+            clear(c, &["reason", "message"]);
+        }
     }
     let pod_ip = if pod.spec.host_network {
         host_ip.map(str::to_owned)
@@ -307,6 +319,16 @@ pub fn pod_status(
         status["hostIPs"] = json!([{"ip": ip}]);
     }
     status
+}
+
+/// Sets each of `keys` that `object` lacks to null: in a strategic merge patch that removes the
+/// field, so a value from an earlier status does not stay.
+fn clear(object: &mut Value, keys: &[&str]) {
+    if let Some(map) = object.as_object_mut() {
+        for key in keys {
+            map.entry(*key).or_insert(Value::Null);
+        }
+    }
 }
 
 /// Kubernetes' QoS class: `Guaranteed` when every container (init containers included)
@@ -453,8 +475,10 @@ mod tests {
         assert_eq!(s["phase"], "Running");
         assert_eq!(
             s["conditions"][2],
-            json!({"type": "Ready", "status": "True"})
+            json!({"type": "Ready", "status": "True", "reason": null, "message": null})
         );
+        // No problem: a reason from an earlier status is removed by the patch.
+        assert!(s["reason"].is_null() && s.get("reason").is_some());
         assert_eq!(s["hostIPs"], json!([{"ip": "10.0.0.2"}]));
         assert_eq!(s["qosClass"], "BestEffort");
         assert_eq!(s["podIP"], "172.17.0.5");

@@ -45,6 +45,7 @@ fn plan(node: &str, uid: &str, name: &str, restart: u32, script: &str) -> Contai
         network_mode: None,
         published: Vec::new(),
         hostname: None,
+        security: Default::default(),
     }
 }
 

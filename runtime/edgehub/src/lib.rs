@@ -2,7 +2,9 @@
 //! WebSocket over mutual TLS carrying KubeEdge's message envelope — and, beyond KubeEdge, a
 //! durable outbox so that nothing bound for the cloud is lost while the link is down.
 //!
-//! Work in progress (issue 5): the parts land one by one, each tested on its own.
+//! [`link::EdgeHub`] is the module: it dials the cloud, sends what the outbox holds in commit
+//! order and hands what the cloud sends to the other modules; [`bootstrap`] gets and rotates
+//! the node certificate with a join token.
 
 #![warn(missing_docs)]
 

@@ -31,6 +31,9 @@ pub enum SettingsError {
 /// Why the eventbus could not start or keep running.
 #[derive(Debug, thiserror::Error)]
 pub enum EventBusError {
+    /// The embedded broker's users file cannot be used.
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
     /// The embedded broker could not listen.
     #[error("embedded MQTT broker cannot listen on {addr}: {source}")]
     Listen {

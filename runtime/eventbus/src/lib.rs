@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod broker;
 mod error;
 pub mod external;

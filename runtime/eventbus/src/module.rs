@@ -155,8 +155,12 @@ impl Module for EventBus {
             external: None,
         };
         if settings.mode.uses_internal() {
+            let access = crate::access::AccessPolicy::build(
+                settings.credentials.as_ref(),
+                settings.users_file.as_deref(),
+            )?;
             let options = BrokerOptions {
-                credentials: settings.credentials.clone(),
+                access,
                 queue: settings.session_queue_size,
                 max_packet: settings.max_payload.saturating_mul(2).max(16 * 1024 * 1024),
                 ..BrokerOptions::default()

@@ -149,6 +149,9 @@ pub struct EventBusSettings {
     /// `mqttUsername` / `mqttPassword`: used to log in to the external broker, and required
     /// from clients of the embedded broker.
     pub credentials: Option<Credentials>,
+    /// `wedge.mqtt.usersFile`: the embedded broker's users, passwords and topic ACLs
+    /// (see [`crate::access`]); `None` keeps KubeEdge's rules.
+    pub users_file: Option<PathBuf>,
     /// TLS files for the external broker, when `eventBusTLS.enable`.
     pub tls: Option<TlsFiles>,
     /// Client id of the subscribing connection (`hub-client-sub-<unix s>` unless configured).
@@ -225,6 +228,7 @@ impl EventBusSettings {
                 .unwrap_or(0)
                 .max(1),
             credentials,
+            users_file: None,
             tls,
             sub_client_id: or_default(&config.mqtt_sub_client_id, "sub"),
             pub_client_id: or_default(&config.mqtt_pub_client_id, "pub"),

@@ -46,6 +46,8 @@ pub struct Stats {
     pub(crate) broker_clients: AtomicU64,
     /// Deliveries the embedded broker dropped because a client's queue was full.
     pub(crate) broker_dropped: AtomicU64,
+    /// PUBLISHes and SUBSCRIBE filters the access policy refused.
+    pub(crate) access_denied: AtomicU64,
 }
 
 impl Stats {
@@ -165,6 +167,16 @@ impl MetricsSource for Stats {
             "wedge_eventbus_broker_dropped_total",
             &[],
             get(&self.broker_dropped),
+        );
+        w.family(
+            "wedge_eventbus_broker_access_denied_total",
+            "PUBLISHes and SUBSCRIBE filters the embedded broker's access policy refused.",
+            "counter",
+        );
+        w.sample(
+            "wedge_eventbus_broker_access_denied_total",
+            &[],
+            get(&self.access_denied),
         );
     }
 }

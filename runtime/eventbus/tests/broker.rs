@@ -99,11 +99,12 @@ async fn qos1_delivery_and_retained_messages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_are_required_when_configured() {
+    let kubeedge = Credentials {
+        username: "mapper".to_owned(),
+        password: "s3cret".to_owned(),
+    };
     let options = BrokerOptions {
-        credentials: Some(Credentials {
-            username: "mapper".to_owned(),
-            password: "s3cret".to_owned(),
-        }),
+        access: wedge_eventbus::access::AccessPolicy::build(Some(&kubeedge), None).unwrap(),
         ..BrokerOptions::default()
     };
     let (b, port) = broker(options).await;

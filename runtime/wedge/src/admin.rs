@@ -1,6 +1,6 @@
-//! The admin HTTP API: `GET /healthz` and `GET /metrics`.
+//! The admin HTTP API's routes: `GET /healthz`, `GET /metrics` and `/modules`. How clients
+//! reach them (unix socket, TCP with a token, limits) is `admin_server.rs`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,15 +10,11 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 use wedge_core::health::{Health, ModuleHealth};
 use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_wasm::{ModuleKind, WasmError, WasmHost};
 
 use crate::twin_hooks::WasmTwinHooks;
-
-/// Largest module file `POST /modules` accepts.
-const MAX_MODULE_BYTES: usize = 64 << 20;
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -161,6 +157,23 @@ fn write_process_metrics(w: &mut PromWriter, started: Instant) {
         "gauge",
     );
     w.sample("wedge_uptime_seconds", &[], started.elapsed().as_secs_f64());
+    // The fd budget (row 8 of issue 15): how close the node is to `Too many open files`.
+    if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {
+        w.family(
+            "process_open_fds",
+            "Number of open file descriptors.",
+            "gauge",
+        );
+        w.sample("process_open_fds", &[], entries.count() as f64);
+    }
+    if let Some((soft, _)) = crate::rlimit::nofile() {
+        w.family(
+            "process_max_fds",
+            "Maximum number of open file descriptors (soft RLIMIT_NOFILE).",
+            "gauge",
+        );
+        w.sample("process_max_fds", &[], soft as f64);
+    }
 }
 
 fn resident_bytes() -> Option<u64> {
@@ -169,34 +182,14 @@ fn resident_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
-/// Binds `addr` now (so a taken port fails start-up with a clear error) and serves until
-/// `stop` fires.
-pub async fn serve(
-    addr: SocketAddr,
-    state: AdminState,
-    stop: CancellationToken,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on admin address {addr}: {e}"))?;
-    let app = Router::new()
+/// The routes. Bodies arrive already read and capped (`wedge.admin.maxBodyBytes`) by the
+/// server, so axum's own default limit is lifted.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .route(
-            "/modules",
-            get(list_modules)
-                .post(deploy_module)
-                .layer(axum::extract::DefaultBodyLimit::max(MAX_MODULE_BYTES)),
-        )
+        .route("/modules", get(list_modules).post(deploy_module))
         .route("/modules/{name}", axum::routing::delete(remove_module))
-        .with_state(state);
-    tracing::info!(%addr, "admin API listening");
-    Ok(tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            tracing::error!("admin API stopped: {e}");
-        }
-    }))
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(state)
 }

@@ -1,13 +1,23 @@
-//! A minimal HTTP/1.1 client for the node's own admin API on loopback.
-//!
-//! The CLI talks to one local endpoint with three requests; a plain socket keeps the binary free
-//! of an HTTP client stack.
+//! The client side of the node's admin API for `wedge module ...`: hyper's HTTP/1 client over
+//! the node's unix socket (the default, found in its data directory) or over TCP with the
+//! bearer token.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use axum::body::Bytes;
+use axum::http::{Request, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use wedge_core::config::{ADMIN_SOCKET_FILE, ADMIN_TOKEN_FILE, WedgeSettings};
+
+use crate::cli::AdminArgs;
+
+/// How long a request may take (a deploy validates and compiles the module).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long reaching the node may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// An answer: status code and body.
 pub struct Response {
@@ -38,59 +48,144 @@ impl Response {
     }
 }
 
-/// Sends one request and reads the whole answer.
-pub fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> Result<Response> {
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| {
-            format!("cannot reach the node's admin API at {addr}: is `wedge run` running there?")
-        })?;
-    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )?;
-    stream.write_all(body)?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .context("malformed HTTP answer from the node")?;
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("no HTTP status in the node's answer")?;
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body)?;
-    }
-    Ok(Response { status, body })
+/// Where the request goes, resolved from the command line.
+enum Endpoint {
+    Unix(PathBuf),
+    Tcp {
+        addr: std::net::SocketAddr,
+        token: Option<String>,
+    },
 }
 
-fn dechunk(mut data: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .context("malformed chunked body")?;
-        let size = usize::from_str_radix(String::from_utf8_lossy(&data[..line_end]).trim(), 16)
-            .context("malformed chunk size")?;
-        data = &data[line_end + 2..];
-        if size == 0 {
-            return Ok(out);
+/// The data directory as `wedge run` resolves it with the same `--data-dir`.
+fn data_dir(args: &AdminArgs) -> PathBuf {
+    let settings = WedgeSettings {
+        data_dir: args
+            .data_dir
+            .as_deref()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        ..WedgeSettings::default()
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    settings.resolve_data_dir(root, |name| std::env::var_os(name))
+}
+
+fn endpoint(args: &AdminArgs) -> Result<Endpoint> {
+    let Some(addr) = args.admin_addr else {
+        let socket = match &args.admin_socket {
+            Some(socket) => socket.clone(),
+            None => data_dir(args).join(ADMIN_SOCKET_FILE),
+        };
+        return Ok(Endpoint::Unix(socket));
+    };
+    let token = match &args.token_file {
+        Some(file) => Some(read_token(file)?),
+        None => {
+            let default = data_dir(args).join(ADMIN_TOKEN_FILE);
+            read_token(&default).ok()
         }
-        if data.len() < size + 2 {
-            bail!("truncated chunked body");
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
+    };
+    Ok(Endpoint::Tcp { addr, token })
+}
+
+fn read_token(file: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the admin token file {}", file.display()))?;
+    Ok(text.trim().to_owned())
+}
+
+/// Sends one request and reads the whole answer.
+pub fn request(args: &AdminArgs, method: &str, path: &str, body: &[u8]) -> Result<Response> {
+    let endpoint = endpoint(args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let answer = runtime.block_on(async {
+        tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            send(&endpoint, method, path, Bytes::copy_from_slice(body)),
+        )
+        .await
+        .unwrap_or_else(|_| bail!("the node did not answer within {REQUEST_TIMEOUT:?}"))
+    })?;
+    if answer.status == 401 {
+        bail!(
+            "the node refused the request (401): {}\nhint: pass --token-file with the node's \
+             token file (<data dir>/admin.token), or use its unix socket (--data-dir / \
+             --admin-socket)",
+            answer.error_text()
+        );
     }
+    Ok(answer)
+}
+
+async fn send(endpoint: &Endpoint, method: &str, path: &str, body: Bytes) -> Result<Response> {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::HOST, "localhost")
+        .header(header::CONTENT_TYPE, "application/wasm");
+    let response = match endpoint {
+        Endpoint::Unix(socket) => {
+            let stream =
+                tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::UnixStream::connect(socket))
+                    .await
+                    .map_err(|_| anyhow::anyhow!("timed out"))
+                    .and_then(|r| r.map_err(anyhow::Error::from))
+                    .with_context(|| {
+                        format!(
+                            "cannot reach the node's admin socket {}: is `wedge run` running there \
+                     (as this user, with this --data-dir)?",
+                            socket.display()
+                        )
+                    })?;
+            exchange(stream, builder.body(Full::new(body))?).await?
+        }
+        Endpoint::Tcp { addr, token } => {
+            let stream = tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                tokio::net::TcpStream::connect(addr),
+            )
+            .await
+            .map_err(|_| anyhow::anyhow!("timed out"))
+            .and_then(|r| r.map_err(anyhow::Error::from))
+            .with_context(|| {
+                format!(
+                    "cannot reach the node's admin API at {addr}: is `wedge run` running there?"
+                )
+            })?;
+            if let Some(token) = token {
+                builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            exchange(stream, builder.body(Full::new(body))?).await?
+        }
+    };
+    Ok(response)
+}
+
+async fn exchange<IO>(io: IO, request: Request<Full<Bytes>>) -> Result<Response>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .context("HTTP handshake with the node failed")?;
+    let driver = tokio::spawn(connection);
+    let response = sender
+        .send_request(request)
+        .await
+        .context("the node closed the connection without answering")?;
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .context("cannot read the node's answer")?
+        .to_bytes()
+        .to_vec();
+    driver.abort();
+    Ok(Response { status, body })
 }

@@ -25,10 +25,46 @@ pub enum Command {
     /// Write, build and deploy Wasm modules (device mappers and twin handlers).
     #[command(subcommand)]
     Module(ModuleCommand),
+    /// The embedded MQTT broker's users file (`wedge.mqtt.usersFile`).
+    #[command(subcommand)]
+    Mqtt(MqttCommand),
+    /// Print a shell completion script (e.g. `wedge completions bash > /etc/bash_completion.d/wedge`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
-/// The admin API a client command talks to.
-const DEFAULT_ADMIN: &str = "127.0.0.1:10240";
+/// `wedge mqtt ...`.
+#[derive(Debug, Subcommand)]
+pub enum MqttCommand {
+    /// Read a password on standard input (one line) and print its `passwordHash` for the users
+    /// file (PBKDF2-HMAC-SHA256, random salt).
+    HashPassword {
+        /// PBKDF2 iterations (at least 1,000; checking a log-in costs about this many).
+        #[arg(long, default_value_t = 100_000)]
+        iterations: u32,
+    },
+}
+
+/// Where `wedge module ...` reaches a node's admin API: its unix socket by default (found in
+/// the data directory exactly as `wedge run` resolves it), or TCP with a bearer token.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// The node's data directory, which holds its admin socket and token (default: as
+    /// `wedge run` resolves `wedge.dataDir`).
+    #[arg(long, env = "WEDGE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The node's admin socket (default: <data dir>/admin.sock).
+    #[arg(long, env = "WEDGE_ADMIN_SOCKET")]
+    pub admin_socket: Option<PathBuf>,
+    /// Reach the node over TCP at this address (its `wedge.adminAddr`) instead of the socket.
+    #[arg(long, env = "WEDGE_ADMIN_ADDR", conflicts_with = "admin_socket")]
+    pub admin_addr: Option<SocketAddr>,
+    /// File with the bearer token for TCP (default: <data dir>/admin.token when readable).
+    #[arg(long, env = "WEDGE_ADMIN_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+}
 
 /// `wedge module ...`.
 #[derive(Debug, Subcommand)]
@@ -60,23 +96,23 @@ pub enum ModuleCommand {
     Deploy {
         /// The packaged .wasm file.
         file: PathBuf,
-        /// The node's admin API.
-        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
-        admin_addr: SocketAddr,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// List the modules deployed on a running node.
     List {
-        /// The node's admin API.
-        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
-        admin_addr: SocketAddr,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Remove a module from a running node.
     Remove {
         /// Module name.
         name: String,
-        /// The node's admin API.
-        #[arg(long, env = "WEDGE_ADMIN_ADDR", default_value = DEFAULT_ADMIN)]
-        admin_addr: SocketAddr,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
     /// Compile a packaged module into a node's component cache (run by the daemon itself, so
     /// the compiler's memory is never the daemon's).
@@ -111,7 +147,8 @@ pub struct RunArgs {
     /// Directory for the node's state (overrides `wedge.dataDir`).
     #[arg(long, env = "WEDGE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Admin HTTP address for /healthz and /metrics (overrides `wedge.adminAddr`).
+    /// Also serve the admin API on this loopback TCP address (overrides `wedge.adminAddr`):
+    /// /healthz and /metrics open, /modules with the token of `wedge.admin.tokenFile`.
     #[arg(long)]
     pub admin_addr: Option<SocketAddr>,
     /// Log format (overrides `wedge.logFormat`).

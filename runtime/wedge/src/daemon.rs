@@ -23,14 +23,27 @@ const SHUTDOWN_BUDGET: Duration = Duration::from_millis(4500);
 
 pub fn run(args: RunArgs) -> Result<()> {
     let started = Instant::now();
+    // First of all, so every listener (and the broker's fd-derived connection cap) sees it.
+    let raised = crate::rlimit::raise_nofile();
     let config = effective_config(&args)?;
-    crate::logging::init(config.wedge.log_format);
+    let log = crate::logging::init(config.wedge.log_format, &config.wedge.log_level)?;
+    match raised {
+        Ok(r) => tracing::info!(
+            soft_before = r.before,
+            soft = r.after,
+            hard = r.hard,
+            "open files limit (RLIMIT_NOFILE)"
+        ),
+        Err(e) => tracing::warn!("cannot raise the open files limit: {e}"),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("wedge")
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(run_node(config, started))
+    let reload_config: Box<dyn Fn() -> Result<EdgeCoreConfig> + Send> =
+        Box::new(move || effective_config(&args));
+    runtime.block_on(run_node(config, started, log, reload_config))
 }
 
 /// Defaults or the config file, then the command-line overrides, validated together.
@@ -52,16 +65,20 @@ fn effective_config(args: &RunArgs) -> Result<EdgeCoreConfig> {
         };
     }
     config.validate().context("invalid configuration")?;
+    crate::logging::check(&config.wedge.log_level).context("invalid configuration")?;
     Ok(config)
 }
 
-async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
+async fn run_node(
+    config: EdgeCoreConfig,
+    started: Instant,
+    log: crate::logging::LogControl,
+    reload_config: Box<dyn Fn() -> Result<EdgeCoreConfig> + Send>,
+) -> Result<()> {
+    // Watched before anything slow starts: SIGHUP's default action would kill the process.
+    let mut signals = Signals::new()?;
     let node = config.node_name()?;
-    let admin_addr = config
-        .wedge
-        .admin_addr
-        .parse()
-        .with_context(|| format!("wedge.adminAddr {:?}", config.wedge.admin_addr))?;
+    let admin_settings = admin_server_settings(&config)?;
     let db_path = config.database_path();
     tracing::info!(node = %node, database = %db_path.display(), "starting wedge {}", env!("CARGO_PKG_VERSION"));
     if let Some(line) = config.not_implemented_line() {
@@ -112,8 +129,19 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
     let twin_hooks = Arc::new(crate::twin_hooks::WasmTwinHooks::new(wasm.clone()));
 
     if modules.event_bus.enable {
-        let settings =
+        let mut settings =
             EventBusSettings::from_config(&modules.event_bus, &node).context("modules.eventBus")?;
+        let users_file = &config.wedge.mqtt.users_file;
+        if !users_file.is_empty() {
+            settings.users_file = Some(users_file.into());
+            // Checked now, so a bad file stops the start with its reason instead of a module
+            // that restarts.
+            wedge_eventbus::access::AccessPolicy::build(
+                settings.credentials.as_ref(),
+                settings.users_file.as_deref(),
+            )
+            .context("wedge.mqtt.usersFile")?;
+        }
         store
             .migrate(wedge_eventbus::COMPONENT, wedge_eventbus::MIGRATIONS)
             .await?;
@@ -130,9 +158,12 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
                 wedge_core::outbox::MIGRATIONS,
             )
             .await?;
-        let outbox = wedge_core::outbox::Outbox::open(
+        let outbox = wedge_core::outbox::Outbox::open_with(
             store.clone(),
-            config.wedge.outbox.max_messages as usize,
+            wedge_core::outbox::OutboxLimits::with_relayed_percent(
+                config.wedge.outbox.max_messages as usize,
+                config.wedge.outbox.relayed_percent,
+            ),
         )
         .await
         .context("cannot open the cloud outbox")?;
@@ -148,6 +179,10 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             )
             .await?;
         let mut settings = DeviceTwinSettings::new(node.clone());
+        settings.limits = wedge_devicetwin::limits::Limits {
+            max_twins_per_device: config.wedge.devices.max_twins_per_device as usize,
+            max_devices: config.wedge.devices.max_devices as usize,
+        };
         if !config.wedge.devices.dir.is_empty() {
             settings.devices_dir = Some(config.wedge.devices.dir.clone().into());
         }
@@ -209,27 +244,37 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
         }
     }
 
+    let admin_metrics = Arc::new(crate::admin_server::AdminMetrics::default());
+    sources.push(admin_metrics.clone());
     let stop_admin = tokio_util::sync::CancellationToken::new();
-    let admin_task = admin::serve(
-        admin_addr,
-        AdminState {
-            node: node.clone(),
-            health: health.clone(),
-            sources,
-            started,
-            wasm: Some(wasm.clone()),
-            twin_hooks: Some(twin_hooks.clone()),
-            precompiler: Some(crate::precompile::Precompiler {
-                cache_dir: config.data_dir().join("modules").join("cache"),
-                max_instances: config.wedge.modules.max_instances,
-            }),
-        },
+    let admin_router = admin::router(AdminState {
+        node: node.clone(),
+        health: health.clone(),
+        sources,
+        started,
+        wasm: Some(wasm.clone()),
+        twin_hooks: Some(twin_hooks.clone()),
+        precompiler: Some(crate::precompile::Precompiler {
+            cache_dir: config.data_dir().join("modules").join("cache"),
+            max_instances: config.wedge.modules.max_instances,
+        }),
+    });
+    let admin_server = crate::admin_server::serve(
+        admin_settings,
+        admin_router,
+        admin_metrics,
         stop_admin.clone(),
     )
     .await?;
     tokio::spawn(report_ready(health.clone(), started));
 
-    let signal = wait_for_signal().await?;
+    let mut reloader = crate::reload::Reloader::new(reload_config, config, log, bus.clone());
+    let signal = loop {
+        match signals.next().await {
+            Signal::Stop(name) => break name,
+            Signal::Reload => reloader.reload().await,
+        }
+    };
     tracing::info!("{signal} received; stopping");
     let stopping = Instant::now();
     let orderly = tokio::time::timeout(SHUTDOWN_BUDGET, async {
@@ -245,7 +290,7 @@ async fn run_node(config: EdgeCoreConfig, started: Instant) -> Result<()> {
             tracing::error!("final store flush failed: {e}");
         }
         stop_admin.cancel();
-        let _ = admin_task.await;
+        admin_server.finish().await;
     })
     .await;
     if orderly.is_err() {
@@ -351,12 +396,68 @@ async fn report_ready(health: Health, started: Instant) {
     );
 }
 
-async fn wait_for_signal() -> Result<&'static str> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+/// The admin API's listeners from `wedge.adminAddr` and `wedge.admin`; the token file is
+/// read (or created) only when TCP is on.
+fn admin_server_settings(config: &EdgeCoreConfig) -> Result<crate::admin_server::ServerSettings> {
+    let admin = &config.wedge.admin;
+    let tcp = if config.wedge.admin_addr.is_empty() {
+        None
+    } else {
+        Some(
+            config
+                .wedge
+                .admin_addr
+                .parse()
+                .with_context(|| format!("wedge.adminAddr {:?}", config.wedge.admin_addr))?,
+        )
+    };
+    let token = match tcp {
+        Some(_) => Some(crate::admin_token::load_or_create(
+            &config.admin_token_path(),
+        )?),
+        None => None,
+    };
+    Ok(crate::admin_server::ServerSettings {
+        socket: config.admin_socket_path(),
+        tcp,
+        token,
+        header_timeout: Duration::from_millis(admin.header_timeout_ms.into()),
+        body_timeout: Duration::from_millis(admin.body_timeout_ms.into()),
+        max_body: admin.max_body_bytes as usize,
+        max_connections: admin.max_connections as usize,
     })
+}
+
+/// A signal the daemon acts on.
+enum Signal {
+    /// SIGTERM or SIGINT: stop in order.
+    Stop(&'static str),
+    /// SIGHUP: reload what can be reloaded.
+    Reload,
+}
+
+/// The watched signals.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("cannot watch SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot watch SIGINT")?,
+            hup: signal(SignalKind::hangup()).context("cannot watch SIGHUP")?,
+        })
+    }
+
+    async fn next(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.term.recv() => Signal::Stop("SIGTERM"),
+            _ = self.int.recv() => Signal::Stop("SIGINT"),
+            _ = self.hup.recv() => Signal::Reload,
+        }
+    }
 }

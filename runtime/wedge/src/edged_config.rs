@@ -41,6 +41,8 @@ fn node_report_settings(config: &EdgeCoreConfig, node: &str) -> NodeReportSettin
     report.root_directory = config.modules.edged.root_directory.clone().into();
     report.node_ip = kubelet.node_ip.map(|ip| ip.to_string());
     report.max_pods = kubelet.max_pods;
+    report.thresholds =
+        wedge_edged::node::pressure::Thresholds::from_eviction_hard(&kubelet.eviction_hard);
     report
 }
 

@@ -6,6 +6,9 @@
 
 mod admin;
 mod admin_client;
+mod admin_guard;
+mod admin_server;
+mod admin_token;
 mod cert_rotation;
 mod cli;
 mod config_cmd;
@@ -14,7 +17,10 @@ mod edged_config;
 mod heap;
 mod logging;
 mod module_cmd;
+mod mqtt_cmd;
 mod precompile;
+mod reload;
+mod rlimit;
 mod scaffold;
 mod twin_hooks;
 mod wasm_bridge;
@@ -30,6 +36,13 @@ fn main() -> ExitCode {
         cli::Command::Run(args) => daemon::run(args),
         cli::Command::Config(cmd) => config_cmd::run(cmd),
         cli::Command::Module(cmd) => module_cmd::run(cmd),
+        cli::Command::Mqtt(cmd) => mqtt_cmd::run(cmd),
+        cli::Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = cli::Cli::command();
+            clap_complete::generate(shell, &mut command, "wedge", &mut std::io::stdout());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

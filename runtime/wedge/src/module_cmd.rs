@@ -1,13 +1,12 @@
 //! `wedge module new|build|deploy|list|remove` (and the daemon's own `precompile`).
 
-use std::net::SocketAddr;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use wedge_wasm::guest_build::{Toolchain, build_module};
 
 use crate::admin_client::request;
-use crate::cli::{ModuleCommand, ModuleKindArg};
+use crate::cli::{AdminArgs, ModuleCommand, ModuleKindArg};
 
 pub fn run(cmd: ModuleCommand) -> Result<()> {
     match cmd {
@@ -18,9 +17,9 @@ pub fn run(cmd: ModuleCommand) -> Result<()> {
             sdk_path,
         } => crate::scaffold::new_module(&name, kind, dir.as_deref(), sdk_path.as_deref()),
         ModuleCommand::Build { path, out_dir } => build(&path, out_dir.as_deref()),
-        ModuleCommand::Deploy { file, admin_addr } => deploy(&file, admin_addr),
-        ModuleCommand::List { admin_addr } => list(admin_addr),
-        ModuleCommand::Remove { name, admin_addr } => remove(&name, admin_addr),
+        ModuleCommand::Deploy { file, admin } => deploy(&file, &admin),
+        ModuleCommand::List { admin } => list(&admin),
+        ModuleCommand::Remove { name, admin } => remove(&name, &admin),
         ModuleCommand::Precompile {
             file,
             cache_dir,
@@ -38,7 +37,7 @@ fn build(path: &Path, out_dir: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
-fn deploy(file: &Path, admin: SocketAddr) -> Result<()> {
+fn deploy(file: &Path, admin: &AdminArgs) -> Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let answer = request(admin, "POST", "/modules", &bytes)?;
     if answer.status != 201 {
@@ -59,7 +58,7 @@ fn deploy(file: &Path, admin: SocketAddr) -> Result<()> {
     Ok(())
 }
 
-fn list(admin: SocketAddr) -> Result<()> {
+fn list(admin: &AdminArgs) -> Result<()> {
     let answer = request(admin, "GET", "/modules", b"")?;
     if answer.status != 200 {
         bail!(
@@ -89,7 +88,7 @@ fn list(admin: SocketAddr) -> Result<()> {
     Ok(())
 }
 
-fn remove(name: &str, admin: SocketAddr) -> Result<()> {
+fn remove(name: &str, admin: &AdminArgs) -> Result<()> {
     let answer = request(admin, "DELETE", &format!("/modules/{name}"), b"")?;
     if answer.status != 204 {
         bail!("remove failed ({}): {}", answer.status, answer.error_text());

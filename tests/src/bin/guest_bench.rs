@@ -65,7 +65,7 @@ fn start(dir: &std::path::Path, wedge_extra: &str) -> Result<(TwinNode, MqttClie
 }
 
 fn deployed(node: &TwinNode, bytes: &[u8]) -> Result<Duration> {
-    let (code, body, took) = deploy(node.admin, bytes, WAIT)?;
+    let (code, body, took) = deploy(node.admin_socket(), bytes, WAIT)?;
     if code != 201 {
         bail!("deploy refused ({code}): {body}");
     }
@@ -149,7 +149,7 @@ fn row13() -> Result<()> {
     block(&node)?;
     let started = Instant::now();
     let (code, _) = http(
-        node.admin,
+        node.admin_socket(),
         "DELETE",
         "/modules/test-blocking-connect",
         b"",
@@ -179,13 +179,14 @@ fn row14() -> Result<()> {
         m.config["init_sleep_ms"] = 120_000.into();
     })?;
     let quick = module_bytes("test-guests/stall");
-    let admin = node.admin;
+    let admin = node.admin_socket();
     // Both share one code: compiled and cached once first, so the race times deploys only.
     deployed(&node, &quick)?;
-    http(admin, "DELETE", "/modules/test-stall", b"", WAIT)?;
-    let slow_deploy = std::thread::spawn(move || deploy(admin, &slow, WAIT));
+    http(admin.clone(), "DELETE", "/modules/test-stall", b"", WAIT)?;
+    let slow_admin = admin.clone();
+    let slow_deploy = std::thread::spawn(move || deploy(slow_admin, &slow, WAIT));
     std::thread::sleep(Duration::from_millis(300));
-    let (code, _, quick_took) = deploy(admin, &quick, WAIT)?;
+    let (code, _, quick_took) = deploy(admin.clone(), &quick, WAIT)?;
     let Ok(Ok((slow_code, _, slow_took))) = slow_deploy.join() else {
         bail!("the slow deploy got no answer");
     };
@@ -209,7 +210,7 @@ fn row15() -> Result<()> {
             m.limits.call_timeout_ms = 10_000;
             m.config["touch_mib"] = 200.into();
         })?;
-        if deploy(node.admin, &bytes, WAIT)?.0 == 201 {
+        if deploy(node.admin_socket(), &bytes, WAIT)?.0 == 201 {
             accepted += 1;
         }
     }

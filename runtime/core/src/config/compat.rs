@@ -52,6 +52,8 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.podSandboxImage",
     "modules.edged.registerNodeNamespace",
     "modules.edged.rootDirectory",
+    // Its thresholds raise the node's pressure conditions (edged does not evict pods).
+    "modules.edged.tailoredKubeletConfig.evictionHard",
     "modules.edged.tailoredKubeletConfig.fileCheckFrequency",
     "modules.edged.tailoredKubeletConfig.imageGCHighThresholdPercent",
     "modules.edged.tailoredKubeletConfig.imageGCLowThresholdPercent",
@@ -259,14 +261,14 @@ mod tests {
         let keys = listed(
             "modules:\n  edgeStream: {enable: true, server: 10.0.0.1:10004}\n  edged:\n    enable: true\n    \
              tailoredKubeletConfig:\n      cpuManagerPolicy: static\n      \
-             imageGCHighThresholdPercent: 90\n      evictionHard: {memory.available: 1Gi}\n      \
+             imageGCHighThresholdPercent: 90\n      evictionSoft: {memory.available: 1Gi}\n      \
              eventRecordQPS: 5\n      logging: {verbosity: 4}\n",
         );
         assert_eq!(
             keys,
             [
                 "modules.edged.tailoredKubeletConfig.cpuManagerPolicy",
-                "modules.edged.tailoredKubeletConfig.evictionHard",
+                "modules.edged.tailoredKubeletConfig.evictionSoft",
                 "modules.edged.tailoredKubeletConfig.logging.verbosity",
                 "modules.edgeStream.enable",
                 "modules.edgeStream.server",

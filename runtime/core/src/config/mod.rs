@@ -25,6 +25,7 @@
 //! (node name), `paths.rs` (data dir and DB path), `error.rs`,
 //! `serde_util.rs`.
 
+mod admin;
 mod compat;
 mod dns;
 mod duration;
@@ -45,6 +46,7 @@ mod wedge;
 
 use std::path::Path;
 
+pub use admin::{ADMIN_SOCKET_FILE, ADMIN_TOKEN_FILE, AdminSettings, MAX_SOCKET_PATH};
 pub use compat::NOT_IMPLEMENTED_PREFIX;
 pub use duration::GoDuration;
 pub use edged::Edged;

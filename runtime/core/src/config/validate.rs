@@ -6,7 +6,7 @@
 //! switched on; "can this module run" requirements (a cloud address,
 //! unsupported transports) only apply to enabled modules, as in KubeEdge.
 
-use std::net::{Ipv6Addr, SocketAddr};
+use std::net::Ipv6Addr;
 
 use super::dns;
 use super::edged::Edged;
@@ -351,14 +351,9 @@ fn service_bus(s: &ServiceBus, v: &mut Checker) {
 }
 
 fn wedge(w: &WedgeSettings, v: &mut Checker) {
-    if let Err(e) = w.admin_addr.parse::<SocketAddr>() {
-        v.fail(
-            "wedge.adminAddr",
-            format!(
-                "must be a socket address like 127.0.0.1:10240 or [::1]:10240 ({e}), got {:?}",
-                w.admin_addr
-            ),
-        );
+    v.0.extend(w.admin.violations(&w.admin_addr));
+    if w.log_level.trim().is_empty() {
+        v.fail("wedge.logLevel", "must not be empty (e.g. info or debug)");
     }
     v.in_range(
         "wedge.store.maxBatch",
@@ -408,6 +403,27 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
         1,
         10_000_000,
         "queued cloud-bound messages",
+    );
+    v.in_range(
+        "wedge.devices.maxTwinsPerDevice",
+        w.devices.max_twins_per_device,
+        1,
+        1_000_000,
+        "twins per device",
+    );
+    v.in_range(
+        "wedge.devices.maxDevices",
+        w.devices.max_devices,
+        1,
+        10_000_000,
+        "devices on the node",
+    );
+    v.in_range(
+        "wedge.outbox.relayedPercent",
+        w.outbox.relayed_percent,
+        1,
+        100,
+        "percent of the outbox for relayed uploads",
     );
     v.in_range(
         "wedge.edgeHub.maxFrameBytes",
@@ -783,6 +799,14 @@ mod tests {
         let mut c = EdgeCoreConfig::default();
         c.wedge.admin_addr = "localhost:10240".into();
         rejects(&c, "wedge.adminAddr", "socket address");
+        c.wedge.admin_addr = "0.0.0.0:10240".into();
+        rejects(&c, "wedge.adminAddr", "allowInsecureRemote");
+        let mut c = EdgeCoreConfig::default();
+        c.wedge.admin.max_connections = 0;
+        rejects(&c, "wedge.admin.maxConnections", "2..=65536");
+        let mut c = EdgeCoreConfig::default();
+        c.wedge.log_level = " ".into();
+        rejects(&c, "wedge.logLevel", "must not be empty");
         let mut c = EdgeCoreConfig::default();
         c.wedge.store.max_batch = 0;
         rejects(&c, "wedge.store.maxBatch", "1..=65536");

@@ -12,10 +12,19 @@ pub struct WedgeSettings {
     /// [`WedgeSettings::resolve_data_dir`]) so one file works for root and
     /// for a normal user.
     pub data_dir: String,
-    /// Admin HTTP listen address (healthz, metrics); a socket address.
+    /// Admin API over TCP, a loopback socket address ("" = none: the unix socket of
+    /// `wedge.admin.socket` only). Off by default because anyone who can connect could deploy
+    /// code; on TCP, everything but `/healthz` and `/metrics` needs the token.
     pub admin_addr: String,
+    /// The admin API's unix socket, token and limits.
+    #[serde(deserialize_with = "null_as_default")]
+    pub admin: super::admin::AdminSettings,
     /// Log output format.
     pub log_format: LogFormat,
+    /// Log filter (`info`, `debug`, `info,wedge_eventbus=debug`: `RUST_LOG`'s syntax), re-read
+    /// on SIGHUP so a running node's verbosity can change without a restart. `RUST_LOG`, when
+    /// set, wins.
+    pub log_level: String,
     /// Metadata store tuning.
     #[serde(deserialize_with = "null_as_default")]
     pub store: StoreSettings,
@@ -37,6 +46,9 @@ pub struct WedgeSettings {
     /// The cloud link's own limits (beyond `modules.edgeHub`).
     #[serde(deserialize_with = "null_as_default")]
     pub edge_hub: EdgeHubSettings,
+    /// Who may use the embedded MQTT broker (beyond `modules.eventBus`).
+    #[serde(deserialize_with = "null_as_default")]
+    pub mqtt: MqttSettings,
     /// Wedge's edged (static pods, Wasm pods).
     #[serde(deserialize_with = "null_as_default")]
     pub edged: EdgedSettings,
@@ -46,8 +58,10 @@ impl Default for WedgeSettings {
     fn default() -> Self {
         Self {
             data_dir: String::new(),
-            admin_addr: "127.0.0.1:10240".to_owned(),
+            admin_addr: String::new(),
+            admin: super::admin::AdminSettings::default(),
             log_format: LogFormat::Human,
+            log_level: "info".to_owned(),
             store: StoreSettings::default(),
             bus: BusSettings::default(),
             supervision: SupervisionSettings::default(),
@@ -55,6 +69,7 @@ impl Default for WedgeSettings {
             devices: DevicesSettings::default(),
             outbox: OutboxSettings::default(),
             edge_hub: EdgeHubSettings::default(),
+            mqtt: MqttSettings::default(),
             edged: EdgedSettings::default(),
         }
     }
@@ -98,14 +113,42 @@ impl Default for ModulesSettings {
     }
 }
 
-/// `wedge.devices`: devices defined locally.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// `wedge.devices`: devices defined locally, and how many devices and twins the node keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct DevicesSettings {
     /// Directory of KubeEdge `Device` / `DeviceModel` YAML files (`devices.kubeedge.io/v1beta1`)
     /// loaded at start ("" = none): each device is added to devicetwin if it is not known yet
     /// and handed to the mapper of its protocol, as if the cloud had sent it.
     pub dir: String,
+    /// Most twins (properties) one device may have: a request that would add more is refused
+    /// whole (a twin update gets a 400 result), so no client can grow a device without end.
+    /// 1..=1_000_000.
+    pub max_twins_per_device: u32,
+    /// Most devices the node keeps: a membership change or definition that would add more is
+    /// refused. 1..=10_000_000.
+    pub max_devices: u32,
+}
+
+impl Default for DevicesSettings {
+    fn default() -> Self {
+        Self {
+            dir: String::new(),
+            max_twins_per_device: 1_000,
+            max_devices: 10_000,
+        }
+    }
+}
+
+/// `wedge.mqtt`: who may use the embedded MQTT broker.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct MqttSettings {
+    /// YAML file of the embedded broker's users (PBKDF2 password hashes) and the topics each
+    /// may publish and subscribe to, plus what anonymous clients may do ("" = KubeEdge's
+    /// rules: `mqttUsername`/`mqttPassword` when set, else anyone may do anything, which the
+    /// broker says at start). Must not be readable by other users.
+    pub users_file: String,
 }
 
 /// `wedge.outbox`: cloud-bound messages kept in SQLite until the cloud has them.
@@ -115,12 +158,18 @@ pub struct OutboxSettings {
     /// Most messages queued while the cloud is unreachable; past it new ones are refused
     /// (logged and counted), never silently dropped. 1..=10_000_000.
     pub max_messages: u32,
+    /// The share of `max_messages`, in percent, that messages relayed for local MQTT clients
+    /// (`$hw/events/upload/...` and other uploads) may take; the rest is kept for the node's
+    /// own messages (twin changes, pod and node status), which a flood of uploads from any
+    /// client of the broker must not crowd out. 1..=100.
+    pub relayed_percent: u8,
 }
 
 impl Default for OutboxSettings {
     fn default() -> Self {
         Self {
             max_messages: 100_000,
+            relayed_percent: 50,
         }
     }
 }

@@ -17,6 +17,9 @@ pub const MIGRATIONS: &[&str] = &[
         queued_ms INTEGER NOT NULL
     );
     CREATE INDEX IF NOT EXISTS outbox_msg_id ON outbox (msg_id);",
+    // v2: whether a row was relayed for a local client (an MQTT upload), so the quota those
+    // rows may take is counted again after a restart.
+    "ALTER TABLE outbox ADD COLUMN relayed INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// One stored row as read back, before its body is checked.
@@ -36,20 +39,40 @@ pub(crate) fn insert(
     resource: &str,
     body: &str,
     queued_ms: i64,
+    relayed: bool,
 ) -> Result<i64, StoreError> {
     conn.prepare_cached(
-        "INSERT INTO outbox (msg_id, resource, body, queued_ms) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO outbox (msg_id, resource, body, queued_ms, relayed) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(rusqlite::params![msg_id, resource, body, queued_ms])?;
+    .execute(rusqlite::params![msg_id, resource, body, queued_ms, relayed])?;
     Ok(conn.last_insert_rowid())
 }
 
-/// Number of rows.
-pub(crate) fn count(conn: &Connection) -> Result<usize, StoreError> {
-    let n: i64 = conn
-        .prepare_cached("SELECT count(*) FROM outbox")?
-        .query_row([], |r| r.get(0))?;
-    Ok(usize::try_from(n).unwrap_or(0))
+/// Rows, all and relayed ones, with seq <= `upto`.
+pub(crate) fn count_upto(conn: &Connection, upto: i64) -> Result<Counts, StoreError> {
+    let (all, relayed): (i64, i64) = conn
+        .prepare_cached(
+            "SELECT count(*), coalesce(sum(relayed != 0), 0) FROM outbox WHERE seq <= ?1",
+        )?
+        .query_row([upto], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(Counts {
+        all: usize::try_from(all).unwrap_or(0),
+        relayed: usize::try_from(relayed).unwrap_or(0),
+    })
+}
+
+/// Numbers of rows: all of them, and those relayed for local clients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// Every row.
+    pub(crate) all: usize,
+    /// Rows with `relayed` set.
+    pub(crate) relayed: usize,
+}
+
+/// Number of rows, all and relayed.
+pub(crate) fn count(conn: &Connection) -> Result<Counts, StoreError> {
+    count_upto(conn, i64::MAX)
 }
 
 /// Up to `limit` rows with seq > `after`, in seq order. Columns are read leniently (a damaged
@@ -76,17 +99,29 @@ pub(crate) fn oldest(conn: &Connection, after: i64, limit: i64) -> Result<Vec<Ra
     Ok(out)
 }
 
-/// Deletes every row with seq <= `seq`; returns how many.
-pub(crate) fn delete_upto(conn: &Connection, seq: i64) -> Result<usize, StoreError> {
-    Ok(conn
-        .prepare_cached("DELETE FROM outbox WHERE seq <= ?1")?
-        .execute([seq])?)
+/// Deletes every row with seq <= `seq`; returns how many, and how many of them were relayed.
+pub(crate) fn delete_upto(conn: &Connection, seq: i64) -> Result<Counts, StoreError> {
+    let counts = count_upto(conn, seq)?;
+    conn.prepare_cached("DELETE FROM outbox WHERE seq <= ?1")?
+        .execute([seq])?;
+    Ok(counts)
 }
 
-/// Deletes the row `seq`; true when it was there.
-pub(crate) fn delete(conn: &Connection, seq: i64) -> Result<bool, StoreError> {
-    Ok(conn
-        .prepare_cached("DELETE FROM outbox WHERE seq = ?1")?
-        .execute([seq])?
-        > 0)
+/// Deletes the row `seq`; what it removed (nothing when it was not there).
+pub(crate) fn delete(conn: &Connection, seq: i64) -> Result<Counts, StoreError> {
+    let relayed: Option<i64> = conn
+        .prepare_cached("DELETE FROM outbox WHERE seq = ?1 RETURNING relayed")?
+        .query_row([seq], |r| r.get(0))
+        .map(Some)
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(e),
+        })?;
+    Ok(match relayed {
+        None => Counts::default(),
+        Some(r) => Counts {
+            all: 1,
+            relayed: usize::from(r != 0),
+        },
+    })
 }

@@ -149,9 +149,18 @@ async fn cap_refuses_and_counts() {
          # HELP wedge_edgehub_outbox_cap Most messages the outbox holds before refusing more.\n\
          # TYPE wedge_edgehub_outbox_cap gauge\n\
          wedge_edgehub_outbox_cap 2\n\
+         # HELP wedge_edgehub_outbox_relayed_messages Messages relayed for local clients (MQTT uploads) queued in the outbox.\n\
+         # TYPE wedge_edgehub_outbox_relayed_messages gauge\n\
+         wedge_edgehub_outbox_relayed_messages 0\n\
+         # HELP wedge_edgehub_outbox_relayed_cap Most relayed messages the outbox holds before refusing more of them.\n\
+         # TYPE wedge_edgehub_outbox_relayed_cap gauge\n\
+         wedge_edgehub_outbox_relayed_cap 2\n\
          # HELP wedge_edgehub_outbox_refused_total Messages refused because the outbox was full.\n\
          # TYPE wedge_edgehub_outbox_refused_total counter\n\
          wedge_edgehub_outbox_refused_total 2\n\
+         # HELP wedge_edgehub_outbox_relayed_refused_total Relayed messages refused because their share of the outbox was full.\n\
+         # TYPE wedge_edgehub_outbox_relayed_refused_total counter\n\
+         wedge_edgehub_outbox_relayed_refused_total 0\n\
          # HELP wedge_edgehub_outbox_pushed_total Messages committed to the outbox.\n\
          # TYPE wedge_edgehub_outbox_pushed_total counter\n\
          wedge_edgehub_outbox_pushed_total 3\n\
@@ -454,4 +463,80 @@ async fn staging_more_than_fits_is_refused_whole() {
     assert_eq!((rows.len(), outbox.len()), (2, 3));
     drop(reservation);
     assert_eq!(outbox.len(), 1);
+}
+
+/// An MQTT upload, as eventbus relays it for a local client.
+fn upload(i: usize) -> Message {
+    Message::build(
+        "bus",
+        "user",
+        "upload",
+        &format!("$hw/events/upload/flood-{i}"),
+        Content::string(format!("{{\"n\":{i}}}")),
+    )
+}
+
+#[tokio::test]
+async fn relayed_messages_take_only_their_share_and_the_nodes_own_still_fit() {
+    use super::OutboxLimits;
+    let dir = tempfile::tempdir().unwrap();
+    let limits = OutboxLimits::with_relayed_percent(10, 50);
+    assert_eq!(limits.relayed_cap, 5);
+    let outbox = Outbox::open_with(store(dir.path()).await, limits)
+        .await
+        .unwrap();
+    // A flood of uploads stops at the share...
+    for i in 0..5 {
+        outbox
+            .submit_relayed(&upload(i))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let refused = outbox.submit_relayed(&upload(5)).await.err().unwrap();
+    assert!(
+        matches!(refused, OutboxError::RelayedFull { cap: 5 }),
+        "{refused}"
+    );
+    assert_eq!((outbox.len(), outbox.relayed_len()), (5, 5));
+    // ...and the node's own messages (pushed or staged) still have the rest.
+    outbox.push(&status(0)).await.unwrap();
+    let (_rows, reservation) = outbox.stage(&[status(1), status(2)]).unwrap();
+    drop(reservation);
+    for i in 1..5 {
+        outbox.push(&status(i)).await.unwrap();
+    }
+    assert!(matches!(
+        outbox.push(&status(9)).await,
+        Err(OutboxError::Full { cap: 10 })
+    ));
+    let text = metrics(&outbox);
+    assert!(
+        text.contains("wedge_edgehub_outbox_relayed_refused_total 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("wedge_edgehub_outbox_relayed_messages 5"),
+        "{text}"
+    );
+
+    // The share is counted again after a restart, and removing rows gives places back.
+    drop(outbox);
+    let outbox = Outbox::open_with(store(dir.path()).await, limits)
+        .await
+        .unwrap();
+    assert_eq!((outbox.len(), outbox.relayed_len()), (10, 5));
+    assert!(outbox.submit_relayed(&upload(6)).await.is_err());
+    let oldest = outbox.oldest(None, 3).await.unwrap();
+    assert_eq!(outbox.remove_upto(oldest[1].0).await.unwrap(), 2);
+    assert!(outbox.remove(oldest[2].0).await.unwrap());
+    assert_eq!((outbox.len(), outbox.relayed_len()), (7, 2));
+    outbox
+        .submit_relayed(&upload(7))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(outbox.relayed_len(), 3);
 }

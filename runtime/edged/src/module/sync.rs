@@ -658,9 +658,11 @@ impl PodSync {
                 message,
             };
             let env = env.map_err(config_error)?;
+            let credentials = crate::pull_secrets::credentials(pod, &spec.image, objects).await;
             self.engine
-                .ensure_image(&spec.image, spec.pull_policy())
+                .ensure_image(&spec.image, spec.pull_policy(), &credentials)
                 .await?;
+            self.engine.verify_run_as_non_root(pod, spec).await?;
             let plan = container_plan(
                 &settings.node_name,
                 pod,

@@ -8,6 +8,41 @@ use wedge_core::time::rfc3339_utc;
 
 use super::NodeReportSettings;
 use super::host::HostInfo;
+use super::pressure::Pressure;
+
+/// The node's conditions and when each took its value (`lastTransitionTime`): `Ready` since
+/// the node's first report, each pressure condition since its last change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConditions {
+    /// What the eviction signals say now.
+    pub pressure: Pressure,
+    first_ms: i64,
+    /// When memory, disk and pid pressure last changed.
+    changed_ms: [i64; 3],
+}
+
+impl NodeConditions {
+    /// No pressure, every condition since `now_ms`.
+    pub fn new(now_ms: i64) -> NodeConditions {
+        NodeConditions {
+            pressure: Pressure::default(),
+            first_ms: now_ms,
+            changed_ms: [now_ms; 3],
+        }
+    }
+
+    /// Takes a new reading at `now_ms`; a condition whose value changed moves its time.
+    pub fn observe(&mut self, pressure: Pressure, now_ms: i64) {
+        let old = [self.pressure.memory, self.pressure.disk, self.pressure.pid];
+        let new = [pressure.memory, pressure.disk, pressure.pid];
+        for i in 0..3 {
+            if old[i] != new[i] {
+                self.changed_ms[i] = now_ms;
+            }
+        }
+        self.pressure = pressure;
+    }
+}
 
 /// The kubelet version reported: the kubelet KubeEdge v1.23.1 builds on, marked as Wedge's.
 pub const KUBELET_VERSION: &str = concat!(
@@ -42,19 +77,18 @@ pub fn node_object(
             },
         },
         "spec": {},
-        "status": node_status(settings, host, runtime_version, now_ms, now_ms),
+        "status": node_status(settings, host, runtime_version, now_ms, &NodeConditions::new(now_ms)),
     })
 }
 
-/// The node's status at `now_ms`. `since_ms` is when the conditions took their current
-/// values (their `lastTransitionTime`): they never change while the node runs, so it is the
-/// time this node first reported.
+/// The node's status at `now_ms`, with its `conditions` (the pressure conditions as
+/// [`super::pressure`] reads them, `Ready` while the node reports).
 pub fn node_status(
     settings: &NodeReportSettings,
     host: &HostInfo,
     runtime_version: &str,
     now_ms: i64,
-    since_ms: i64,
+    conditions: &NodeConditions,
 ) -> Value {
     let ephemeral = host.ephemeral_bytes;
     let capacity = json!({
@@ -77,26 +111,68 @@ pub fn node_status(
         addresses.push(json!({"type": "InternalIP", "address": ip}));
     }
     addresses.push(json!({"type": "Hostname", "address": settings.node}));
-    let (now, since) = (rfc3339_utc(now_ms), rfc3339_utc(since_ms));
-    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+    let now = rfc3339_utc(now_ms);
+    let condition = |kind: &str, status: &str, reason: &str, message: &str, since_ms: i64| {
         json!({
             "type": kind,
             "status": status,
             "reason": reason,
             "message": message,
             "lastHeartbeatTime": now,
-            "lastTransitionTime": since,
+            "lastTransitionTime": rfc3339_utc(since_ms),
         })
+    };
+    let pressure = conditions.pressure;
+    let [memory_since, disk_since, pid_since] = conditions.changed_ms;
+    // Kubelet's words for each state.
+    let memory = if pressure.memory {
+        (
+            "True",
+            "KubeletHasInsufficientMemory",
+            "kubelet has insufficient memory available",
+        )
+    } else {
+        (
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        )
+    };
+    let disk = if pressure.disk {
+        (
+            "True",
+            "KubeletHasDiskPressure",
+            "kubelet has disk pressure",
+        )
+    } else {
+        (
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+        )
+    };
+    let pid = if pressure.pid {
+        (
+            "True",
+            "KubeletHasInsufficientPID",
+            "kubelet has insufficient PID available",
+        )
+    } else {
+        (
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        )
     };
     json!({
         "capacity": capacity,
         "allocatable": allocatable,
         "addresses": addresses,
         "conditions": [
-            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            condition("Ready", "True", "EdgeReady", "edge is posting ready status"),
+            condition("MemoryPressure", memory.0, memory.1, memory.2, memory_since),
+            condition("DiskPressure", disk.0, disk.1, disk.2, disk_since),
+            condition("PIDPressure", pid.0, pid.1, pid.2, pid_since),
+            condition("Ready", "True", "EdgeReady", "edge is posting ready status", conditions.first_ms),
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": settings.kubelet_port}},
         "nodeInfo": {
@@ -189,13 +265,33 @@ mod tests {
     #[test]
     fn only_the_heartbeat_moves_between_reports() {
         let mut settings = NodeReportSettings::new("edge-1");
-        let a = node_status(&settings, &host(), "1", 1_000_000, 1_000);
-        let b = node_status(&settings, &host(), "1", 2_000_000, 1_000);
+        let mut conditions = NodeConditions::new(1_000);
+        let a = node_status(&settings, &host(), "1", 1_000_000, &conditions);
+        let b = node_status(&settings, &host(), "1", 2_000_000, &conditions);
         assert_ne!(a, b);
         assert_eq!(without_heartbeat(&a), without_heartbeat(&b));
         // A configured node IP is the InternalIP.
         settings.node_ip = Some("127.0.0.2".into());
-        let c = node_status(&settings, &host(), "1", 2_000_000, 1_000);
+        let c = node_status(&settings, &host(), "1", 2_000_000, &conditions);
         assert_eq!(c["addresses"][0]["address"], "127.0.0.2");
+        // Disk pressure: that condition flips, with kubelet's words and a new transition time;
+        // the others keep theirs.
+        let tight = Pressure {
+            disk: true,
+            ..Pressure::default()
+        };
+        conditions.observe(tight, 3_000_000);
+        conditions.observe(tight, 4_000_000);
+        let d = node_status(&settings, &host(), "1", 4_000_000, &conditions);
+        assert_eq!(
+            (&d["conditions"][1]["status"], &d["conditions"][1]["reason"]),
+            (&json!("True"), &json!("KubeletHasDiskPressure"))
+        );
+        assert_eq!(
+            d["conditions"][1]["lastTransitionTime"],
+            rfc3339_utc(3_000_000)
+        );
+        assert_eq!(d["conditions"][0]["lastTransitionTime"], rfc3339_utc(1_000));
+        assert_eq!(d["conditions"][3]["lastTransitionTime"], rfc3339_utc(1_000));
     }
 }

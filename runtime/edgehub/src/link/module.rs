@@ -41,6 +41,13 @@ const CONNECTION_GROUPS: [&str; 4] = [group::TWIN, group::META, group::BUS, grou
 /// Outbox rows read per batch.
 const FLUSH_BATCH: usize = 256;
 
+/// Whether `msg` is an upload eventbus relays for a local MQTT client (source `bus`, group
+/// `user`): it takes a place in the outbox's relayed share, which any client of the broker can
+/// fill, and never the places the node's own messages need.
+fn is_relayed(msg: &Message) -> bool {
+    msg.route.source == group::BUS && msg.route.group == group::USER
+}
+
 /// Mailbox messages committed to the outbox together (one shared commit).
 const INTAKE_BATCH: usize = 256;
 
@@ -126,15 +133,25 @@ impl EdgeHub {
         let mut pushes = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next {
-            match self.outbox.submit(&msg).await {
+            let submitted = if is_relayed(&msg) {
+                self.outbox.submit_relayed(&msg).await
+            } else {
+                self.outbox.submit(&msg).await
+            };
+            match submitted {
                 Ok(push) => pushes.push((msg.header.id.clone(), push)),
-                Err(OutboxError::Full { cap }) => {
-                    self.stats.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        msg_id = %msg.header.id,
-                        resource = %msg.route.resource,
-                        "outbox full ({cap} messages); cloud-bound message refused"
-                    );
+                Err(e @ (OutboxError::Full { .. } | OutboxError::RelayedFull { .. })) => {
+                    let refused = self.stats.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                    // A flood is logged at its start and then every 1,000th refusal; every
+                    // refusal is counted on /metrics.
+                    if refused == 1 || refused.is_multiple_of(1000) {
+                        tracing::warn!(
+                            msg_id = %msg.header.id,
+                            resource = %msg.route.resource,
+                            refused_so_far = refused,
+                            "cloud-bound message refused: {e}"
+                        );
+                    }
                 }
                 Err(e) => return Err(Box::new(e)),
             }

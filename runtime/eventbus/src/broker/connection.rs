@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::router::{Delivery, Router};
-use crate::settings::Credentials;
+use crate::access::{AccessPolicy, Grant, Refusal};
 use crate::topics::{valid_filter, valid_topic};
 
 /// The client id the module's own in-process link uses; network clients may not take it.
@@ -29,8 +29,10 @@ pub(crate) const LOCAL_CLIENT_ID: &str = "$wedge-eventbus";
 /// Limits and log-in rules every connection follows.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnectionSettings {
-    /// Required user name and password, if any.
-    pub credentials: Option<Credentials>,
+    /// Who may log in, and what each client may publish and subscribe to.
+    pub access: AccessPolicy,
+    /// Where PUBLISHes and SUBSCRIBEs the access policy refused are counted.
+    pub stats: Arc<crate::stats::Stats>,
     /// Deliveries queued per client before they are dropped.
     pub queue: usize,
     /// Largest packet accepted from or sent to a client.
@@ -138,16 +140,28 @@ pub(crate) async fn serve(
         let _ = refuse(&mut wire, ConnectReturnCode::RefusedProtocolVersion).await;
         return;
     }
-    if let Some(required) = &settings.credentials {
-        let ok = connect.login.as_ref().is_some_and(|login| {
-            login.username == required.username && login.password == required.password
-        });
-        if !ok {
-            tracing::warn!(%peer, client_id = %connect.client_id, "refused: bad user name or password");
+    let login = connect
+        .login
+        .as_ref()
+        .map(|l| (l.username.as_str(), l.password.as_str()));
+    let will_topic = connect.last_will.as_ref().map(|w| w.topic.as_str());
+    let grant = match settings
+        .access
+        .admit(login, &connect.client_id, will_topic)
+        .await
+    {
+        Ok(grant) => grant,
+        Err(Refusal::BadCredentials) => {
+            tracing::warn!(%peer, client_id = %connect.client_id, user = login.map(|l| l.0), "refused: bad user name or password");
             let _ = refuse(&mut wire, ConnectReturnCode::BadUserNamePassword).await;
             return;
         }
-    }
+        Err(Refusal::WillNotAllowed) => {
+            tracing::warn!(%peer, client_id = %connect.client_id, will = ?will_topic, "refused: the will's topic is not the client's to publish");
+            let _ = refuse(&mut wire, ConnectReturnCode::NotAuthorized).await;
+            return;
+        }
+    };
     let client_id = if connect.client_id.is_empty() {
         if !connect.clean_session {
             let _ = refuse(&mut wire, ConnectReturnCode::BadClientId).await;
@@ -174,6 +188,7 @@ pub(crate) async fn serve(
         awaiting_release: HashSet::new(),
         next_pkid: 0,
         keep_alive: Duration::from_secs(u64::from(connect.keep_alive)),
+        grant,
     };
     let ended = match wire
         .write_packet(Packet::ConnAck(ConnAck::new(
@@ -230,6 +245,8 @@ struct Session<'a> {
     awaiting_release: HashSet<u16>,
     next_pkid: u16,
     keep_alive: Duration,
+    /// What the access policy lets this client do.
+    grant: Grant,
 }
 
 impl Session<'_> {
@@ -264,6 +281,25 @@ impl Session<'_> {
                 if !valid_topic(&publish.topic) {
                     return Err(ConnError::Protocol("PUBLISH to an invalid topic name"));
                 }
+                if !self.grant.may_publish(&publish.topic) {
+                    // MQTT 3.1.1 has no negative acknowledgement: the publish is acknowledged
+                    // (so the client does not resend it forever) and not routed, as mosquitto
+                    // does; counted and logged.
+                    self.denied(&publish.topic, "publish");
+                    match publish.qos {
+                        QoS::AtMostOnce => {}
+                        QoS::AtLeastOnce => {
+                            wire.write_packet(Packet::PubAck(PubAck::new(publish.pkid)))
+                                .await?;
+                        }
+                        QoS::ExactlyOnce => {
+                            self.awaiting_release.insert(publish.pkid);
+                            wire.write_packet(Packet::PubRec(PubRec::new(publish.pkid)))
+                                .await?;
+                        }
+                    }
+                    return Ok(None);
+                }
                 match publish.qos {
                     QoS::AtMostOnce => self.route(publish),
                     QoS::AtLeastOnce => {
@@ -294,7 +330,10 @@ impl Session<'_> {
                     .filters
                     .iter()
                     .map(|f| {
-                        if valid_filter(&f.path) {
+                        if valid_filter(&f.path) && !self.grant.may_subscribe(&f.path) {
+                            self.denied(&f.path, "subscribe");
+                            SubscribeReasonCode::Failure
+                        } else if valid_filter(&f.path) {
                             SubscribeReasonCode::Success(self.router.subscribe(
                                 self.client_id,
                                 self.generation,
@@ -328,6 +367,21 @@ impl Session<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// Counts and logs a PUBLISH or SUBSCRIBE the access policy refused.
+    fn denied(&self, topic: &str, what: &'static str) {
+        let stats = &self.settings.stats;
+        let n = stats.access_denied.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_power_of_two() {
+            tracing::warn!(
+                client_id = self.client_id,
+                user = %self.grant.user,
+                topic,
+                denied_so_far = n,
+                "{what} refused by the access policy"
+            );
+        }
     }
 
     fn route(&self, publish: Publish) {

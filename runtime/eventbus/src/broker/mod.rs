@@ -28,7 +28,7 @@ use tokio_util::task::TaskTracker;
 pub use router::Delivery;
 
 use crate::error::EventBusError;
-use crate::settings::{BrokerUrl, Credentials};
+use crate::settings::BrokerUrl;
 use crate::stats::Stats;
 use connection::{ConnectionSettings, LOCAL_CLIENT_ID};
 use router::Router;
@@ -36,8 +36,8 @@ use router::Router;
 /// Tuning of the embedded broker.
 #[derive(Debug, Clone)]
 pub struct BrokerOptions {
-    /// User name and password clients must present; `None` = anonymous.
-    pub credentials: Option<Credentials>,
+    /// Who may log in and which topics each client may use (anyone, everything, by default).
+    pub access: crate::access::AccessPolicy,
     /// Deliveries queued per client (`mqttSessionQueueSize`) before they are dropped.
     pub queue: usize,
     /// Largest packet accepted or sent.
@@ -55,7 +55,7 @@ pub struct BrokerOptions {
 impl Default for BrokerOptions {
     fn default() -> BrokerOptions {
         BrokerOptions {
-            credentials: None,
+            access: crate::access::AccessPolicy::open(),
             queue: 100,
             max_packet: 16 * 1024 * 1024,
             max_inflight: 100,
@@ -99,8 +99,10 @@ impl EmbeddedBroker {
         let router = Arc::new(Router::new(stats.clone(), options.max_retained));
         let token = parent.child_token();
         let tasks = TaskTracker::new();
+        announce_access(&options.access, local_addr);
         let settings = Arc::new(ConnectionSettings {
-            credentials: options.credentials,
+            access: options.access,
+            stats: stats.clone(),
             queue: options.queue,
             max_packet: options.max_packet,
             max_inflight: options.max_inflight.max(1),
@@ -156,6 +158,28 @@ impl EmbeddedBroker {
 impl Drop for EmbeddedBroker {
     fn drop(&mut self) {
         self.token.cancel();
+    }
+}
+
+/// Says at start who may use the broker: anonymous access to everything is KubeEdge's
+/// default, and an operator must know it is on.
+fn announce_access(access: &crate::access::AccessPolicy, addr: SocketAddr) {
+    let users = access.user_count();
+    match access.anonymous() {
+        Some(acl) if *acl == crate::access::Acl::everything() => tracing::warn!(
+            %addr,
+            users,
+            "MQTT: anonymous clients may publish and subscribe to every topic (KubeEdge's default); \
+             set wedge.mqtt.usersFile to require a log-in and limit each client's topics"
+        ),
+        Some(acl) => tracing::info!(
+            %addr,
+            users,
+            publish = ?acl.publish,
+            subscribe = ?acl.subscribe,
+            "MQTT: anonymous clients allowed, limited to the users file's anonymous topics"
+        ),
+        None => tracing::info!(%addr, users, "MQTT: log-in required; anonymous clients refused"),
     }
 }
 
