@@ -73,12 +73,17 @@ async fn run() {
         publisher: Arc::new(Sink),
         mapper_sink: Arc::new(Sink),
     };
+    // 101 modules of 16 MiB: above the default guest memory budget.
     let host = WasmHost::new(
         engine.clone(),
         services,
         &dir.path().join("modules"),
         store.clone(),
-    );
+    )
+    .with_limits(wedge_wasm::GuestLimits {
+        memory_budget_mib: 4096,
+        ..Default::default()
+    });
     let threshold_bytes = module_bytes("threshold");
     host.deploy(threshold_bytes.clone()).await.unwrap();
     let Some(Deployed::Handler(threshold)) = host.get("threshold") else {

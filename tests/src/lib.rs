@@ -9,6 +9,7 @@
 pub mod cloud_node;
 pub mod cloudhub;
 pub mod guests;
+pub mod hostile;
 pub mod https_files;
 pub mod inproc_link;
 pub mod modbus_server;

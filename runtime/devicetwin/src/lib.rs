@@ -27,6 +27,7 @@ pub mod mapper_update;
 pub mod membership;
 pub mod module;
 pub mod output;
+mod reviews;
 pub mod settings;
 pub mod state;
 pub mod stats;

@@ -5,7 +5,9 @@
 //! have reviewed it), its rows are queued with the store, and its outputs are handed to the
 //! stage, which publishes them only after the commit. So concurrent updates share commits,
 //! every result is published after its change is durable, and requests are answered in the
-//! order they arrived — per device and overall.
+//! order they arrived — per device, and overall except around hook reviews: an update a hook
+//! reviews runs its review as a task (`reviews.rs`) while other devices go on, and later
+//! requests of that device wait for it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -24,6 +26,7 @@ use crate::effects::{Effects, RowChange};
 use crate::hooks::{TwinHooks, TwinLookup};
 use crate::inbound::{DefinitionKind, Request, classify};
 use crate::output::{Job, Outputs, run_stage};
+use crate::reviews::{Reviewed, Reviews, Scope};
 use crate::settings::DeviceTwinSettings;
 use crate::stats::Stats;
 use crate::topics::{DeviceTopic, NodeTopic};
@@ -32,6 +35,8 @@ use wedge_core::outbox::Outbox;
 
 /// How often pending cloud messages are checked for re-sending.
 const RESEND_CHECK: Duration = Duration::from_secs(5);
+/// How long a stopping loop waits for hook reviews in flight to end.
+const REVIEW_DRAIN: Duration = Duration::from_secs(2);
 
 /// The device cache, shared with hooks that read twins during a review.
 #[derive(Clone, Default)]
@@ -185,22 +190,48 @@ impl Module for DeviceTwin {
             .max(Duration::from_millis(10));
         let mut resend = tokio::time::interval(period);
         resend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut reviews = Reviews::new();
         loop {
             tokio::select! {
-                msg = ctx.recv() => match msg {
+                (device, reviewed) = reviews.next(), if reviews.any() => {
+                    // The mailbox may not be read while requests wait for reviews: stay
+                    // seen as alive.
+                    ctx.alive();
+                    if failed.swap(false, Ordering::AcqRel) {
+                        self.reload().await.map_err(|e| {
+                            ModuleError::from(format!("cannot reload devices: {e}"))
+                        })?;
+                    }
+                    turn.finish_review(&device, reviewed).await;
+                    turn.resume(&device, &mut reviews).await;
+                }
+                msg = ctx.recv(), if reviews.accepting() => match msg {
                     Some(msg) => {
                         if failed.swap(false, Ordering::AcqRel) {
                             self.reload().await.map_err(|e| {
                                 ModuleError::from(format!("cannot reload devices: {e}"))
                             })?;
                         }
-                        turn.handle(msg).await;
+                        turn.dispatch(msg, &mut reviews).await;
                     }
                     None => break,
                 },
-                _ = resend.tick() => outputs.resend_due().await,
+                _ = resend.tick() => {
+                    ctx.alive();
+                    outputs.resend_due().await;
+                }
             }
         }
+        // Reviews in flight get a short while to end (handlers have deadlines of their own),
+        // so their updates are answered before the module stops.
+        let _ = tokio::time::timeout(REVIEW_DRAIN, async {
+            while reviews.any() {
+                let (device, reviewed) = reviews.next().await;
+                turn.finish_review(&device, reviewed).await;
+                turn.resume(&device, &mut reviews).await;
+            }
+        })
+        .await;
         // Closing the queue lets the stage finish: every queued write is committed and its
         // outputs sent before the module reports stopped.
         drop(turn);
@@ -389,8 +420,39 @@ impl Turn<'_> {
         }
     }
 
-    async fn handle(&mut self, msg: Message) {
+    /// Handles `msg` now, or parks it behind a review it must stay ordered with.
+    async fn dispatch(&mut self, msg: Message, reviews: &mut Reviews) {
         let request = classify(&msg);
+        match Scope::of(&request) {
+            Scope::Device(device) if reviews.busy(&device) => reviews.park(device, msg, request),
+            Scope::Global if reviews.any() => reviews.hold(msg, request),
+            _ => self.handle(msg, request, reviews).await,
+        }
+    }
+
+    /// After `device`'s review: its parked requests in order (until one starts another
+    /// review), then a held request once no review runs.
+    async fn resume(&mut self, device: &str, reviews: &mut Reviews) {
+        while !reviews.busy(device) {
+            let Some((msg, request)) = reviews.unpark(device) else {
+                break;
+            };
+            self.handle(msg, request, reviews).await;
+        }
+        if let Some((msg, request)) = reviews.take_held() {
+            self.handle(msg, request, reviews).await;
+        }
+    }
+
+    /// Applies what a finished review decided.
+    async fn finish_review(&mut self, device: &str, reviewed: Reviewed) {
+        match reviewed {
+            Reviewed::Answer(answer) => self.emit(answer, None, WhenRefused::StoreAnyway).await,
+            Reviewed::Commit(request, now) => self.commit_update(device, &request, now).await,
+        }
+    }
+
+    async fn handle(&mut self, msg: Message, request: Request, reviews: &mut Reviews) {
         let now = wedge_core::time::now_ms();
         let payload = msg.content.to_bytes();
         let node = self.twin.settings.node_name.clone();
@@ -492,7 +554,7 @@ impl Turn<'_> {
                 kind: DeviceTopic::TwinUpdate,
             } => {
                 self.twin.stats.count("twin_update");
-                self.twin_update(&device, &payload, now).await;
+                self.twin_update(&device, &payload, now, reviews).await;
             }
             Request::Device {
                 device,
@@ -541,8 +603,9 @@ impl Turn<'_> {
         }
     }
 
-    /// A mapper's update: checks, hook review, then the version rules.
-    async fn twin_update(&mut self, device: &str, payload: &[u8], now: i64) {
+    /// A mapper's update: checks, hook review (a task of its own, see `reviews.rs`), then
+    /// the version rules.
+    async fn twin_update(&mut self, device: &str, payload: &[u8], now: i64, reviews: &mut Reviews) {
         let max = self.twin.settings.max_payload;
         let prepared = twin_update::prepare(&self.twin.cache.read(), device, payload, max, now);
         let mut request = match prepared {
@@ -562,20 +625,40 @@ impl Turn<'_> {
             );
             return self.queue_outputs(answer).await;
         }
-        if self.twin.hooks.reviews(device) {
-            let changes = twin_update::proposals(&self.twin.cache.read(), device, &request);
-            let lookup: Arc<dyn TwinLookup> = Arc::new(self.twin.cache.clone());
+        let changes = if self.twin.hooks.reviews(device) {
+            twin_update::proposals(&self.twin.cache.read(), device, &request)
+        } else {
+            Vec::new()
+        };
+        if changes.is_empty() {
+            return self.commit_update(device, &request, now).await;
+        }
+        let lookup: Arc<dyn TwinLookup> = Arc::new(self.twin.cache.clone());
+        let hooks = self.twin.hooks.clone();
+        let if_lost = twin_update::error_result(
+            device,
+            &request.event_id,
+            now,
+            twin_update::INTERNAL_ERROR,
+            "the twin handler review failed",
+        );
+        reviews.spawn(device.to_owned(), if_lost, async move {
             for change in changes {
-                let verdict = self.twin.hooks.review(change.clone(), lookup.clone()).await;
+                let verdict = hooks.review(change.clone(), lookup.clone()).await;
                 if let Err(answer) = twin_update::reviewed(&mut request, &change, verdict, now) {
-                    return self.emit(answer, None, WhenRefused::StoreAnyway).await;
+                    return Reviewed::Answer(answer);
                 }
             }
-        }
+            Reviewed::Commit(request, now)
+        });
+    }
+
+    /// Applies a checked (and reviewed) update and queues its effects.
+    async fn commit_update(&mut self, device: &str, request: &crate::wire::TwinMessage, now: i64) {
         let effects = twin_update::commit(
             &mut self.twin.cache.write(),
             device,
-            &request,
+            request,
             now,
             &mut new_id,
         );

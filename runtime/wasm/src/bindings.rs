@@ -3,15 +3,17 @@
 //! The twin-handler world reuses the mapper world's `types` and `log`, so both worlds share one
 //! set of Rust types and one logging implementation.
 //!
-//! Twin handlers are called from async code (the twin update path), so their exports are async
-//! and they get the async WASI implementation: the sync one would block on a nested tokio
-//! runtime. Mappers run on threads of their own and use the sync flavour.
+//! Both worlds' exports are async and use the async WASI implementation, so a call waiting in
+//! a host call (a sleep, a connect, a read) is a future the host can drop at the call's
+//! deadline. Twin handlers are called from the twin update path; mappers run on threads of
+//! their own, each with a single-threaded tokio runtime.
 
 /// `wedge:device/mapper`.
 pub(crate) mod mapper {
     wasmtime::component::bindgen!({
         world: "wedge:device/mapper",
         path: "../../wit",
+        exports: { default: async },
     });
 }
 

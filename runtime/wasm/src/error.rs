@@ -43,6 +43,23 @@ pub enum WasmError {
     /// The guest returned an error.
     #[error("{0}")]
     Guest(String),
+    /// Deploying the module would exceed the node's guest memory budget.
+    #[error(
+        "module {module:?} asks for {asked_mib} MiB of memory, but {reserved_mib} MiB of the node's guest memory budget of {budget_mib} MiB (wedge.modules.memoryBudgetMiB) is reserved by other modules"
+    )]
+    MemoryBudget {
+        /// Module name.
+        module: String,
+        /// Its manifest's memory limit.
+        asked_mib: u64,
+        /// Reserved by the other modules.
+        reserved_mib: u64,
+        /// The node's budget.
+        budget_mib: u64,
+    },
+    /// The module was stopped (removed, replaced or shut down) while the call ran.
+    #[error("module {0:?} was stopped")]
+    Stopped(String),
     /// Persisting the module store failed.
     #[error("module store: {0}")]
     Store(String),

@@ -3,6 +3,12 @@
 //! One instance per module, behind a mutex: calls are microseconds long, so serialising them
 //! costs less than pooling instances would. A trap discards the instance; the next call
 //! re-instantiates it from the `InstancePre` once the back-off allows.
+//!
+//! Every call, and the instantiation with `init`, runs under a wall-clock deadline (the
+//! manifest's `call-timeout-ms`) twice over: epoch interruption stops guest code that spins,
+//! and a tokio timeout around the call's future stops a guest parked in a host call (a sleep,
+//! a connect, a read) — dropping the future cancels the call where the host awaits, and the
+//! instance, left mid-call, is discarded like after a trap.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,6 +18,7 @@ use wasmtime::Store;
 use crate::bindings::{handler, wit_types};
 use crate::engine::WasmEngine;
 use crate::error::WasmError;
+use crate::guest_log::{GuestLog, LogPolicy};
 use crate::host_state::{HostState, from_wit, new_store, to_wit};
 use crate::lifecycle::{Backoff, CallStats, ModuleStatus, init_outcome, trap_error};
 use crate::linking::{Pre, pre_instantiate};
@@ -69,6 +76,9 @@ pub struct HandlerModule {
     pre: handler::TwinHandlerPre<HostState>,
     services: HostServices,
     timeout_ticks: u64,
+    /// The wall-clock limit of one call (and of instantiation with `init`).
+    call_limit: Duration,
+    log: Arc<GuestLog>,
     /// The instance; an async lock because calls await inside the guest.
     live: tokio::sync::Mutex<Option<Live>>,
     backoff: Mutex<Backoff>,
@@ -84,13 +94,13 @@ impl HandlerModule {
         sha256: String,
         component: &wasmtime::component::Component,
         services: HostServices,
+        log: LogPolicy,
     ) -> Result<HandlerModule, WasmError> {
         let Pre::Handler(pre) = pre_instantiate(engine, component, ModuleKind::TwinHandler)? else {
             return Err(WasmError::Engine("linked for the wrong world".to_owned()));
         };
-        let timeout_ticks = WasmEngine::ticks_for(Duration::from_millis(u64::from(
-            manifest.limits.call_timeout_ms,
-        )));
+        let call_limit = Duration::from_millis(u64::from(manifest.limits.call_timeout_ms));
+        let timeout_ticks = WasmEngine::ticks_for(call_limit);
         let module = HandlerModule {
             manifest,
             sha256,
@@ -98,6 +108,8 @@ impl HandlerModule {
             pre,
             services,
             timeout_ticks,
+            call_limit,
+            log: Arc::new(GuestLog::new(log)),
             live: tokio::sync::Mutex::new(None),
             backoff: Mutex::new(Backoff::default()),
             stats: CallStats::default(),
@@ -112,24 +124,43 @@ impl HandlerModule {
         self.backoff.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A fresh instance with `init` run, all within the call deadline.
     async fn instantiate(&self) -> Result<Live, WasmError> {
         let mut store = new_store(
             &self.engine,
             &self.manifest,
             self.services.clone(),
             Arc::default(),
+            self.log.clone(),
             self.timeout_ticks,
         );
-        let bindings = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
-        let init = bindings
-            .call_init(&mut store, &self.manifest.config_json())
-            .await;
-        init_outcome(&self.manifest, init)?;
+        let config = self.manifest.config_json();
+        let started = async {
+            let bindings = self
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
+            let init = bindings.call_init(&mut store, &config).await;
+            init_outcome(&self.manifest, init)?;
+            Ok::<_, WasmError>(bindings)
+        };
+        let bindings = match tokio::time::timeout(self.call_limit, started).await {
+            Ok(outcome) => outcome?,
+            Err(_) => return Err(self.overran("init")),
+        };
         Ok(Live { store, bindings })
+    }
+
+    /// The error of a call cut at its deadline while the guest waited in a host call.
+    fn overran(&self, what: &str) -> WasmError {
+        WasmError::Trap {
+            module: self.manifest.name.clone(),
+            reason: format!(
+                "{what} exceeded its time limit of {} ms (stopped while waiting in a host call)",
+                self.manifest.limits.call_timeout_ms
+            ),
+        }
     }
 
     /// The manifest.
@@ -183,10 +214,11 @@ impl HandlerModule {
                 UpdateSource::Cloud => wit_types::UpdateSource::Cloud,
             },
         };
-        let outcome = live
-            .bindings
-            .call_on_update(&mut live.store, &request)
-            .await;
+        let call = live.bindings.call_on_update(&mut live.store, &request);
+        let outcome = match tokio::time::timeout(self.call_limit, call).await {
+            Ok(outcome) => outcome.map_err(|trap| trap_error(&self.manifest, &trap)),
+            Err(_) => Err(self.overran("the call")),
+        };
         live.store.data_mut().twin_reader = None;
         match outcome {
             Ok(verdict) => {
@@ -197,10 +229,9 @@ impl HandlerModule {
                     wit_types::Verdict::Reject(reason) => Verdict::Reject(reason),
                 })
             }
-            Err(trap) => {
+            Err(error) => {
                 CallStats::bump(&self.stats.traps);
                 *slot = None;
-                let error = trap_error(&self.manifest, &trap);
                 tracing::warn!("twin handler: {error}");
                 self.backoff().record_failure(error.to_string());
                 Err(error)
@@ -222,6 +253,8 @@ impl HandlerModule {
             calls: CallStats::get(&self.stats.calls),
             traps: CallStats::get(&self.stats.traps),
             last_error: backoff.last_error(),
+            log_dropped: self.log.dropped(),
+            log_truncated: self.log.truncated(),
         }
     }
 }

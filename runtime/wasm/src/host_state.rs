@@ -7,13 +7,14 @@
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
-use wasmtime::StoreLimits;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::{handler, mapper, wit_types};
 use crate::capabilities;
+use crate::guest_log::{Admit, GuestLog};
 use crate::manifest::Manifest;
+use crate::memory::StoreMemory;
 use crate::services::{DeviceState, HostServices, TwinReader};
 use crate::value::TwinValue;
 
@@ -21,8 +22,9 @@ use crate::value::TwinValue;
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: StoreMemory,
     module: Arc<str>,
+    log: Arc<GuestLog>,
     topics: Vec<String>,
     bound_devices: Vec<String>,
     services: HostServices,
@@ -34,11 +36,13 @@ pub(crate) struct HostState {
 
 impl HostState {
     /// Fresh state for an instance of `manifest`'s module: WASI with no files, no environment,
-    /// no arguments, and TCP only to the manifest's endpoints.
+    /// no arguments, and TCP only to the manifest's endpoints; its log lines go through the
+    /// module's `log`.
     pub(crate) fn new(
         manifest: &Manifest,
         services: HostServices,
         mapper_devices: Arc<RwLock<HashSet<String>>>,
+        log: Arc<GuestLog>,
     ) -> HostState {
         let endpoints = manifest.endpoint_addrs();
         let mut wasi = WasiCtxBuilder::new();
@@ -49,18 +53,13 @@ impl HostState {
                 let allowed = capabilities::socket_allowed(&endpoints, addr, use_);
                 Box::pin(async move { allowed })
             });
-        let limits = wasmtime::StoreLimitsBuilder::new()
-            .memory_size(manifest.limits.memory_mib as usize * 1024 * 1024)
-            .instances(64)
-            .tables(64)
-            .memories(16)
-            .trap_on_grow_failure(true)
-            .build();
+        let limits = StoreMemory::new(manifest.limits.memory_mib);
         HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             limits,
             module: Arc::from(manifest.name.as_str()),
+            log,
             topics: manifest.capabilities.topics.clone(),
             bound_devices: manifest.devices.clone(),
             services,
@@ -83,9 +82,10 @@ pub(crate) fn new_store(
     manifest: &Manifest,
     services: HostServices,
     mapper_devices: Arc<RwLock<HashSet<String>>>,
+    log: Arc<GuestLog>,
     ticks: u64,
 ) -> wasmtime::Store<HostState> {
-    let state = HostState::new(manifest, services, mapper_devices);
+    let state = HostState::new(manifest, services, mapper_devices, log);
     let mut store = wasmtime::Store::new(engine.engine(), state);
     store.limiter(|s| &mut s.limits);
     store.set_epoch_deadline(ticks);
@@ -128,6 +128,18 @@ impl mapper::wedge::device::log::Host for HostState {
     fn write(&mut self, level: mapper::wedge::device::log::Level, message: String) {
         use mapper::wedge::device::log::Level;
         let module = &*self.module;
+        match self.log.admit() {
+            Admit::Drop => return,
+            Admit::Write { dropped: 0 } => {}
+            Admit::Write { dropped } => {
+                tracing::warn!(
+                    module,
+                    dropped,
+                    "guest log lines dropped over the module's rate (wedge.modules.logLinesPerSecond)"
+                );
+            }
+        }
+        let message = self.log.render(&message);
         match level {
             Level::Trace => tracing::trace!(module, "{message}"),
             Level::Debug => tracing::debug!(module, "{message}"),

@@ -12,15 +12,19 @@ mod bindings;
 pub mod capabilities;
 mod engine;
 mod error;
+mod guest_log;
 mod host_state;
 pub mod manifest;
+mod memory;
 pub mod package;
 pub mod services;
 mod value;
 
 pub use engine::{CompileSource, EngineSettings, WasmEngine};
 pub use error::WasmError;
+pub use guest_log::LogPolicy;
 pub use manifest::{Manifest, ModuleKind};
+pub use memory::{MemoryBudget, Reservation};
 pub use services::{DeviceState, HostServices, MapperSink, Publisher, TwinReader};
 pub use value::TwinValue;
 mod handler;
@@ -34,4 +38,4 @@ mod mapper;
 mod registry;
 
 pub use mapper::{Device, MapperModule, Property};
-pub use registry::{Deployed, MIGRATIONS, WasmHost};
+pub use registry::{Deployed, GuestLimits, MIGRATIONS, WasmHost};

@@ -143,6 +143,10 @@ pub struct ModuleStatus {
     /// Why it last failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Guest log lines dropped over the rate limit.
+    pub log_dropped: u64,
+    /// Guest log lines cut at the length cap.
+    pub log_truncated: u64,
 }
 
 /// The error for a call of `manifest`'s module that trapped.

@@ -1,4 +1,4 @@
-//! Linking a component against what Wedge provides: WASI (sync) plus the world's imports.
+//! Linking a component against what Wedge provides: WASI (async) plus the world's imports.
 //!
 //! Pre-instantiation is where a component for the wrong world, or one importing something
 //! Wedge does not provide, is refused — before any guest code runs.
@@ -26,11 +26,7 @@ pub(crate) fn pre_instantiate(
 ) -> Result<Pre, WasmError> {
     let mut linker = Linker::<HostState>::new(engine.engine());
     let engine_err = |e: wasmtime::Error| WasmError::Engine(format!("{e:#}"));
-    match kind {
-        ModuleKind::TwinHandler => wasmtime_wasi::p2::add_to_linker_async(&mut linker),
-        ModuleKind::Mapper => wasmtime_wasi::p2::add_to_linker_sync(&mut linker),
-    }
-    .map_err(engine_err)?;
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
     let refused = |e: wasmtime::Error| {
         WasmError::Invalid(format!(
             "not a wedge:device/{} component: {e:#}",

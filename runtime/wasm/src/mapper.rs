@@ -1,22 +1,28 @@
 //! Mappers: long-lived device drivers, each on its own thread.
 //!
-//! A mapper's calls do blocking device I/O through WASI sockets, so each mapper owns a thread
-//! that runs its instance, polls every device on its collect cycle, and executes commands
-//! (add/remove device, write a desired value, poll now) sent from async code. After a trap the
-//! instance is discarded; once the back-off allows, a fresh one is initialised and given its
-//! devices again, so a crash costs polls, not configuration.
+//! A mapper's calls do device I/O through WASI sockets and may run guest code for up to their
+//! deadline, so each mapper owns a thread (with a single-threaded tokio runtime for the async
+//! WASI implementation) that runs its instance, polls every device on its collect cycle, and
+//! executes commands (add/remove device, write a desired value, poll now) sent from async
+//! code. After a trap the instance is discarded; once the back-off allows, a fresh one is
+//! initialised and given its devices again, so a crash costs polls, not configuration.
+//!
+//! Every call (and `init`) runs under the manifest's wall-clock deadline: epoch interruption
+//! stops guest code, a tokio timeout stops a guest waiting in a host call (a connect to a
+//! full accept queue, a read that never comes). Stopping the mapper cancels the call in
+//! progress the same way, so removing a module or shutting down never waits on a guest.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot, watch};
 use wasmtime::Store;
 
 use crate::bindings::{mapper, wit_types};
 use crate::engine::WasmEngine;
 use crate::error::WasmError;
+use crate::guest_log::{GuestLog, LogPolicy};
 use crate::host_state::{HostState, new_store, to_wit};
 use crate::lifecycle::{Backoff, CallStats, ModuleStatus, RunState, init_outcome, trap_error};
 use crate::linking::{Pre, pre_instantiate};
@@ -26,6 +32,9 @@ use crate::value::TwinValue;
 
 /// Collect cycle of a device whose properties name none.
 pub const DEFAULT_COLLECT_CYCLE: Duration = Duration::from_secs(1);
+
+/// How long [`MapperModule::stop`] waits for the thread to end after cancelling its call.
+const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// One property of a device handed to a mapper.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,45 +99,62 @@ enum Command {
     Remove(String, Reply<()>),
     Write(String, String, TwinValue, Reply<()>),
     Poll(String, Reply<()>),
-    Definitions(Reply<Vec<Device>>),
     Stop,
 }
 
 /// State visible from outside the mapper's thread.
-#[derive(Default)]
 struct Shared {
     backoff: Mutex<Backoff>,
     stats: CallStats,
     stopped: std::sync::atomic::AtomicBool,
+    /// The definitions of the devices driven, readable while a call is in progress.
+    definitions: Mutex<BTreeMap<String, Device>>,
+    /// Set to true to cancel whatever the thread is doing.
+    stop: watch::Sender<bool>,
+    log: Arc<GuestLog>,
 }
 
 /// A deployed mapper.
 pub struct MapperModule {
     manifest: Manifest,
     sha256: String,
-    commands: mpsc::Sender<Command>,
+    commands: mpsc::UnboundedSender<Command>,
     shared: Arc<Shared>,
     devices: Arc<RwLock<HashSet<String>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl MapperModule {
-    /// Links `component` as a mapper, starts its thread and waits for its `init`. A component of
-    /// the wrong world or a refused configuration fails here, at deploy time.
+    /// Links `component` as a mapper, starts its thread and waits for its `init` (under the
+    /// call deadline). A component of the wrong world or a refused configuration fails here,
+    /// at deploy time.
     pub(crate) async fn start(
         engine: &WasmEngine,
         manifest: Manifest,
         sha256: String,
         component: &wasmtime::component::Component,
         services: HostServices,
+        log: LogPolicy,
     ) -> Result<MapperModule, WasmError> {
         let Pre::Mapper(pre) = pre_instantiate(engine, component, ModuleKind::Mapper)? else {
             return Err(WasmError::Engine("linked for the wrong world".to_owned()));
         };
-        let (commands, inbox) = mpsc::channel();
-        let shared = Arc::new(Shared::default());
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let (stop, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            backoff: Mutex::default(),
+            stats: CallStats::default(),
+            stopped: Default::default(),
+            definitions: Mutex::default(),
+            stop,
+            log: Arc::new(GuestLog::new(log)),
+        });
         let devices = Arc::new(RwLock::new(HashSet::new()));
         let (ready_tx, ready_rx) = oneshot::channel();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| WasmError::Engine(format!("cannot start mapper runtime: {e}")))?;
         let mut runner = Runner {
             engine: engine.clone(),
             manifest: manifest.clone(),
@@ -140,16 +166,21 @@ impl MapperModule {
             devices: BTreeMap::new(),
             last_poll_error: BTreeMap::new(),
             started_once: false,
+            stop: stop_rx,
         };
         let thread = std::thread::Builder::new()
             .name(format!("wedge-mapper-{}", manifest.name))
             .spawn(move || {
-                let first = runner.ensure_live();
-                let ok = first.is_ok();
-                let _ = ready_tx.send(first);
-                if ok {
-                    runner.run(inbox);
-                }
+                runtime.block_on(async move {
+                    let first = runner.ensure_live().await;
+                    let ok = first.is_ok();
+                    let _ = ready_tx.send(first);
+                    if ok {
+                        runner.run(inbox).await;
+                    }
+                    // The instance goes with the runner, on this thread.
+                    drop(runner);
+                });
             })
             .map_err(|e| WasmError::Engine(format!("cannot start mapper thread: {e}")))?;
         match ready_rx.await {
@@ -183,9 +214,9 @@ impl MapperModule {
         let (tx, rx) = oneshot::channel();
         self.commands
             .send(make(tx))
-            .map_err(|_| WasmError::NotFound(self.manifest.name.clone()))?;
+            .map_err(|_| WasmError::Stopped(self.manifest.name.clone()))?;
         rx.await
-            .unwrap_or_else(|_| Err(WasmError::NotFound(self.manifest.name.clone())))
+            .unwrap_or_else(|_| Err(WasmError::Stopped(self.manifest.name.clone())))
     }
 
     /// Starts driving `device` (polled on its collect cycle from now on).
@@ -225,9 +256,16 @@ impl MapperModule {
         self.ask(|reply| Command::Poll(d, reply)).await
     }
 
-    /// The definitions of the devices it drives.
+    /// The definitions of the devices it drives (answered at once, even while a call runs).
     pub async fn device_definitions(&self) -> Result<Vec<Device>, WasmError> {
-        self.ask(Command::Definitions).await
+        Ok(self
+            .shared
+            .definitions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect())
     }
 
     /// The devices it drives.
@@ -241,16 +279,31 @@ impl MapperModule {
         ids
     }
 
-    /// Stops the thread and drops the instance; waits for a call in progress to finish.
-    pub fn stop(&self) {
+    /// Cancels the call in progress and asks the thread to end, without waiting.
+    pub(crate) fn request_stop(&self) {
         self.shared
             .stopped
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shared.stop.send_replace(true);
         let _ = self.commands.send(Command::Stop);
+    }
+
+    /// Stops the thread and drops the instance. A call in progress is cancelled (a guest
+    /// blocked in a host call does not hold this up); the thread gets [`STOP_WAIT`] to end,
+    /// after which it is left to finish on its own and the caller goes on.
+    pub fn stop(&self) {
+        self.request_stop();
         let thread = self.thread.lock().ok().and_then(|mut t| t.take());
-        if let Some(thread) = thread {
-            let _ = thread.join();
+        let Some(thread) = thread else { return };
+        let deadline = Instant::now() + STOP_WAIT;
+        while !thread.is_finished() {
+            if Instant::now() >= deadline {
+                tracing::warn!(module = %self.manifest.name, "mapper thread still busy {STOP_WAIT:?} after stop; left to end on its own");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
+        let _ = thread.join();
     }
 
     /// Status for listings and metrics.
@@ -279,6 +332,8 @@ impl MapperModule {
             calls: CallStats::get(&self.shared.stats.calls),
             traps: CallStats::get(&self.shared.stats.traps),
             last_error: backoff.last_error(),
+            log_dropped: self.shared.log.dropped(),
+            log_truncated: self.shared.log.truncated(),
         }
     }
 }
@@ -292,6 +347,37 @@ impl Drop for MapperModule {
 struct Live {
     store: Store<HostState>,
     bindings: mapper::Mapper,
+}
+
+/// One export call.
+enum Call<'a> {
+    Add(&'a wit_types::Device),
+    Remove(&'a str),
+    Write(&'a str, &'a str, &'a wit_types::TwinValue),
+    Poll(&'a str),
+}
+
+impl Call<'_> {
+    async fn run(&self, live: &mut Live) -> wasmtime::Result<Result<(), String>> {
+        let Live { store, bindings } = live;
+        match *self {
+            Call::Add(device) => bindings.call_add_device(store, device).await,
+            Call::Remove(id) => bindings.call_remove_device(store, id).await.map(Ok),
+            Call::Write(device, property, value) => {
+                bindings
+                    .call_write_property(store, device, property, value)
+                    .await
+            }
+            Call::Poll(device) => bindings.call_poll(store, device).await,
+        }
+    }
+}
+
+/// How a bounded call ended.
+enum Bounded<T> {
+    Done(T),
+    TimedOut,
+    Stopped,
 }
 
 struct Scheduled {
@@ -312,33 +398,43 @@ struct Runner {
     devices: BTreeMap<String, Scheduled>,
     last_poll_error: BTreeMap<String, String>,
     started_once: bool,
+    stop: watch::Receiver<bool>,
 }
 
 impl Runner {
-    fn run(&mut self, inbox: mpsc::Receiver<Command>) {
+    async fn run(&mut self, mut inbox: mpsc::UnboundedReceiver<Command>) {
+        let mut stop = self.stop.clone();
         loop {
+            if *stop.borrow() {
+                return;
+            }
             let now = Instant::now();
             let next_due = self.devices.values().map(|s| s.next).min();
             let wait = next_due
                 .map(|due| due.saturating_duration_since(now))
                 .unwrap_or(Duration::from_secs(3600));
-            match inbox.recv_timeout(wait) {
-                Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                Ok(command) => self.execute(command),
-                Err(RecvTimeoutError::Timeout) => self.poll_due(),
+            tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => return,
+                command = inbox.recv() => match command {
+                    Some(Command::Stop) | None => return,
+                    Some(command) => self.execute(command).await,
+                },
+                _ = tokio::time::sleep(wait) => self.poll_due().await,
             }
         }
     }
 
-    fn execute(&mut self, command: Command) {
+    async fn execute(&mut self, command: Command) {
         match command {
             Command::Add(device, reply) => {
                 let wit = device.to_wit();
-                let result = self.call(|l| l.bindings.call_add_device(&mut l.store, &wit));
+                let result = self.call(Call::Add(&wit)).await;
                 if result.is_ok() {
                     self.write_ids(|ids| {
                         ids.insert(device.id.clone());
                     });
+                    self.definitions().insert(device.id.clone(), device.clone());
                     let cycle = device.collect_cycle();
                     self.devices.insert(
                         device.id.clone(),
@@ -353,34 +449,31 @@ impl Runner {
             }
             Command::Remove(id, reply) => {
                 self.devices.remove(&id);
+                self.definitions().remove(&id);
                 self.last_poll_error.remove(&id);
                 self.write_ids(|ids| {
                     ids.remove(&id);
                 });
-                let result =
-                    self.call(|l| l.bindings.call_remove_device(&mut l.store, &id).map(Ok));
+                let result = self.call(Call::Remove(&id)).await;
                 let _ = reply.send(result);
             }
             Command::Write(device, property, value, reply) => {
                 let value = to_wit(value);
-                let result = self.call(|l| {
-                    l.bindings
-                        .call_write_property(&mut l.store, &device, &property, &value)
-                });
+                let result = self.call(Call::Write(&device, &property, &value)).await;
                 let _ = reply.send(result);
             }
             Command::Poll(device, reply) => {
-                let _ = reply.send(self.poll_one(&device));
-            }
-            Command::Definitions(reply) => {
-                let _ = reply.send(Ok(self
-                    .devices
-                    .values()
-                    .map(|s| s.device.clone())
-                    .collect()));
+                let _ = reply.send(self.poll_one(&device).await);
             }
             Command::Stop => {}
         }
+    }
+
+    fn definitions(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Device>> {
+        self.shared
+            .definitions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn write_ids(&self, f: impl FnOnce(&mut HashSet<String>)) {
@@ -389,7 +482,7 @@ impl Runner {
         }
     }
 
-    fn poll_due(&mut self) {
+    async fn poll_due(&mut self) {
         let now = Instant::now();
         let due: Vec<String> = self
             .devices
@@ -398,10 +491,13 @@ impl Runner {
             .map(|(id, _)| id.clone())
             .collect();
         for id in due {
+            if *self.stop.borrow() {
+                return;
+            }
             if let Some(s) = self.devices.get_mut(&id) {
                 s.next = now + s.cycle;
             }
-            let outcome = self.poll_one(&id);
+            let outcome = self.poll_one(&id).await;
             self.note_poll(&id, outcome);
         }
     }
@@ -414,6 +510,7 @@ impl Runner {
                     tracing::info!(module = %self.manifest.name, device, "polling works again");
                 }
             }
+            Err(WasmError::Stopped(_)) => {}
             Err(e) => {
                 let text = e.to_string();
                 if self.last_poll_error.get(device) != Some(&text) {
@@ -424,33 +521,68 @@ impl Runner {
         }
     }
 
-    fn poll_one(&mut self, device: &str) -> Result<(), WasmError> {
-        self.call(|l| l.bindings.call_poll(&mut l.store, device))
+    async fn poll_one(&mut self, device: &str) -> Result<(), WasmError> {
+        self.call(Call::Poll(device)).await
+    }
+
+    fn call_limit(&self) -> Duration {
+        Duration::from_millis(u64::from(self.manifest.limits.call_timeout_ms))
+    }
+
+    /// Runs `work` under the call deadline, cancelled by a stop.
+    async fn bounded<T>(&self, work: impl Future<Output = T>) -> Bounded<T> {
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => Bounded::Stopped,
+            outcome = tokio::time::timeout(self.call_limit(), work) => match outcome {
+                Ok(done) => Bounded::Done(done),
+                Err(_) => Bounded::TimedOut,
+            },
+        }
+    }
+
+    /// The error of a call cut at its deadline while the guest waited in a host call.
+    fn overran(&self, what: &str) -> WasmError {
+        WasmError::Trap {
+            module: self.manifest.name.clone(),
+            reason: format!(
+                "{what} exceeded its time limit of {} ms (stopped while waiting in a host call)",
+                self.manifest.limits.call_timeout_ms
+            ),
+        }
     }
 
     /// Runs one export under the deadline; a guest `Err` is returned as `WasmError::Guest`, a
-    /// trap discards the instance.
-    fn call(
-        &mut self,
-        f: impl FnOnce(&mut Live) -> wasmtime::Result<Result<(), String>>,
-    ) -> Result<(), WasmError> {
-        self.ensure_live()?;
+    /// trap or an overrun discards the instance.
+    async fn call(&mut self, call: Call<'_>) -> Result<(), WasmError> {
+        self.ensure_live().await?;
         let ticks = self.timeout_ticks();
-        let Some(live) = self.live.as_mut() else {
+        let Some(mut live) = self.live.take() else {
             return Err(WasmError::NotFound(self.manifest.name.clone()));
         };
         CallStats::bump(&self.shared.stats.calls);
         live.store.set_epoch_deadline(ticks);
-        match f(live) {
+        let outcome = match self.bounded(call.run(&mut live)).await {
+            Bounded::Done(Ok(result)) => Ok(result),
+            Bounded::Done(Err(trap)) => Err(trap_error(&self.manifest, &trap)),
+            Bounded::TimedOut => Err(self.overran("the call")),
+            // The instance is dropped mid-call; nothing is counted against the module.
+            Bounded::Stopped => return Err(WasmError::Stopped(self.manifest.name.clone())),
+        };
+        match outcome {
             Ok(Ok(())) => {
+                self.live = Some(live);
                 self.backoff().record_success();
                 Ok(())
             }
-            Ok(Err(guest)) => Err(WasmError::Guest(guest)),
-            Err(trap) => {
+            Ok(Err(guest)) => {
+                self.live = Some(live);
+                Err(WasmError::Guest(guest))
+            }
+            Err(error) => {
                 CallStats::bump(&self.shared.stats.traps);
-                self.live = None;
-                let error = trap_error(&self.manifest, &trap);
+                drop(live);
                 tracing::warn!("mapper: {error}");
                 self.backoff().record_failure(error.to_string());
                 Err(error)
@@ -466,40 +598,46 @@ impl Runner {
     }
 
     fn timeout_ticks(&self) -> u64 {
-        WasmEngine::ticks_for(Duration::from_millis(u64::from(
-            self.manifest.limits.call_timeout_ms,
-        )))
+        WasmEngine::ticks_for(self.call_limit())
     }
 
     /// Instantiates and initialises the mapper if it has no live instance, and hands a fresh
     /// instance the devices the old one drove.
-    fn ensure_live(&mut self) -> Result<(), WasmError> {
+    async fn ensure_live(&mut self) -> Result<(), WasmError> {
         if self.live.is_some() {
             return Ok(());
         }
         self.backoff().check(&self.manifest.name)?;
-        match self.instantiate() {
-            Ok(live) => {
+        match self.instantiate().await {
+            Ok(mut live) => {
                 if self.started_once {
                     CallStats::bump(&self.shared.stats.restarts);
                 }
                 self.started_once = true;
-                self.live = Some(live);
                 let devices: Vec<wit_types::Device> =
                     self.devices.values().map(|s| s.device.to_wit()).collect();
                 for device in devices {
-                    let id = device.id.clone();
-                    let ticks = self.timeout_ticks();
-                    if let Some(live) = self.live.as_mut() {
-                        live.store.set_epoch_deadline(ticks);
-                        let result = live.bindings.call_add_device(&mut live.store, &device);
-                        if !matches!(result, Ok(Ok(()))) {
-                            tracing::warn!(module = %self.manifest.name, device = %id, "device not re-added after restart");
+                    live.store.set_epoch_deadline(self.timeout_ticks());
+                    let outcome = self.bounded(Call::Add(&device).run(&mut live)).await;
+                    match outcome {
+                        Bounded::Done(Ok(Ok(()))) => {}
+                        Bounded::Stopped => {
+                            return Err(WasmError::Stopped(self.manifest.name.clone()));
+                        }
+                        Bounded::Done(Ok(Err(_))) => {
+                            tracing::warn!(module = %self.manifest.name, device = %device.id, "device not re-added after restart");
+                        }
+                        Bounded::Done(Err(_)) | Bounded::TimedOut => {
+                            // The instance is unusable; the next call starts another one.
+                            tracing::warn!(module = %self.manifest.name, device = %device.id, "device not re-added after restart: the instance failed");
+                            return Ok(());
                         }
                     }
                 }
+                self.live = Some(live);
                 Ok(())
             }
+            Err(WasmError::Stopped(name)) => Err(WasmError::Stopped(name)),
             Err(e) => {
                 self.backoff().record_failure(e.to_string());
                 Err(e)
@@ -507,20 +645,32 @@ impl Runner {
         }
     }
 
-    fn instantiate(&self) -> Result<Live, WasmError> {
+    /// A fresh instance with `init` run, within the call deadline.
+    async fn instantiate(&self) -> Result<Live, WasmError> {
         let mut store = new_store(
             &self.engine,
             &self.manifest,
             self.services.clone(),
             self.device_ids.clone(),
+            self.shared.log.clone(),
             self.timeout_ticks(),
         );
-        let bindings = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
-        let init = bindings.call_init(&mut store, &self.manifest.config_json());
-        init_outcome(&self.manifest, init)?;
+        let config = self.manifest.config_json();
+        let started = async {
+            let bindings = self
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
+            let init = bindings.call_init(&mut store, &config).await;
+            init_outcome(&self.manifest, init)?;
+            Ok::<_, WasmError>(bindings)
+        };
+        let bindings = match self.bounded(started).await {
+            Bounded::Done(outcome) => outcome?,
+            Bounded::TimedOut => return Err(self.overran("init")),
+            Bounded::Stopped => return Err(WasmError::Stopped(self.manifest.name.clone())),
+        };
         Ok(Live { store, bindings })
     }
 }

@@ -8,6 +8,10 @@
 //! Swaps are atomic for callers: the registry hands out `Arc`s, so a call that started on the
 //! old version finishes there and every later call goes to the new one — no call is lost or
 //! handled twice.
+//!
+//! No lock is held while guest code runs: a deploy reserves its memory in the node's budget
+//! and instantiates (running `init`, under its deadline) on its own, and only the commit and
+//! swap are serialised, so one slow `init` delays no other deploy or removal.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,10 +23,12 @@ use wedge_core::metrics::{MetricsSource, PromWriter};
 
 use crate::engine::{WasmEngine, hex};
 use crate::error::WasmError;
+use crate::guest_log::LogPolicy;
 use crate::handler::HandlerModule;
 use crate::lifecycle::ModuleStatus;
 use crate::manifest::{Manifest, ModuleKind};
 use crate::mapper::MapperModule;
+use crate::memory::{MemoryBudget, Reservation};
 use crate::package;
 use crate::services::HostServices;
 
@@ -61,6 +67,25 @@ impl Deployed {
     }
 }
 
+/// Node-wide limits of guests (`wedge.modules`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestLimits {
+    /// MiB of guest memory the node grants all modules together (the sum of their manifests'
+    /// memory limits).
+    pub memory_budget_mib: u32,
+    /// How guest log lines are capped and rate-limited.
+    pub log: LogPolicy,
+}
+
+impl Default for GuestLimits {
+    fn default() -> GuestLimits {
+        GuestLimits {
+            memory_budget_mib: 512,
+            log: LogPolicy::default(),
+        }
+    }
+}
+
 /// The Wasm host of a node.
 pub struct WasmHost {
     engine: WasmEngine,
@@ -70,8 +95,12 @@ pub struct WasmHost {
     modules: RwLock<BTreeMap<String, Deployed>>,
     /// Code digest of each module, to tell the engine which compiled code is still in use.
     code: std::sync::Mutex<BTreeMap<String, String>>,
-    /// Serialises deploy/remove so two deploys of one name cannot interleave.
+    /// Serialises the commit and swap of deploy/remove (never held while a guest runs).
     changes: tokio::sync::Mutex<()>,
+    limits: GuestLimits,
+    budget: Arc<MemoryBudget>,
+    /// Each deployed module's share of the budget.
+    reservations: std::sync::Mutex<BTreeMap<String, Reservation>>,
 }
 
 impl WasmHost {
@@ -86,7 +115,26 @@ impl WasmHost {
             modules: RwLock::new(BTreeMap::new()),
             code: std::sync::Mutex::new(BTreeMap::new()),
             changes: tokio::sync::Mutex::new(()),
+            limits: GuestLimits::default(),
+            budget: MemoryBudget::new(GuestLimits::default().memory_budget_mib),
+            reservations: std::sync::Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The host with `limits` instead of the defaults (before any module is deployed).
+    pub fn with_limits(mut self, limits: GuestLimits) -> WasmHost {
+        self.budget = MemoryBudget::new(limits.memory_budget_mib);
+        self.limits = limits;
+        self
+    }
+
+    /// The node's guest memory budget.
+    pub fn memory_budget(&self) -> &MemoryBudget {
+        &self.budget
+    }
+
+    fn reservations(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Reservation>> {
+        self.reservations.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The engine.
@@ -102,9 +150,16 @@ impl WasmHost {
         self.modules.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Validates and starts a module from its packaged bytes, without persisting it.
-    async fn instantiate(&self, bytes: &[u8]) -> Result<(Deployed, String, String), WasmError> {
+    /// Validates and starts a module from its packaged bytes, without persisting it: its
+    /// memory limit reserved in the node's budget first, then compiled and instantiated.
+    async fn instantiate(
+        &self,
+        bytes: &[u8],
+    ) -> Result<(Deployed, String, String, Reservation), WasmError> {
         let manifest = package::extract(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
+        let reservation = self
+            .budget
+            .reserve(&manifest.name, manifest.limits.memory_mib)?;
         let sha256 = hex(&Sha256::digest(bytes));
         let code =
             package::without_manifest(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
@@ -117,6 +172,7 @@ impl WasmHost {
                     sha256.clone(),
                     &component,
                     self.services.clone(),
+                    self.limits.log,
                 )
                 .await?,
             )),
@@ -127,11 +183,12 @@ impl WasmHost {
                     sha256.clone(),
                     &component,
                     self.services.clone(),
+                    self.limits.log,
                 )
                 .await?,
             )),
         };
-        Ok((deployed, sha256, code_digest))
+        Ok((deployed, sha256, code_digest, reservation))
     }
 
     /// Records which code `name` runs (`None`: removed) and releases code nobody runs.
@@ -162,14 +219,14 @@ impl WasmHost {
     /// Deploys or upgrades a module from a packaged component (see `package`). Returns its
     /// status. On any error nothing already deployed changes.
     pub async fn deploy(&self, bytes: Vec<u8>) -> Result<ModuleStatus, WasmError> {
-        let _serial = self.changes.lock().await;
-        let (deployed, sha256, code_digest) = match self.instantiate(&bytes).await {
+        let (deployed, sha256, code_digest, reservation) = match self.instantiate(&bytes).await {
             Ok(ok) => ok,
             Err(e) => {
                 self.release_unused_code();
                 return Err(e);
             }
         };
+        let _serial = self.changes.lock().await;
         let manifest = deployed.manifest().clone();
         let file = self.file_of(&sha256);
         if !file.is_file() {
@@ -207,10 +264,14 @@ impl WasmHost {
             .map_err(|e| WasmError::Store(e.to_string()))?;
         let status = deployed.status();
         let replaced = self.write().insert(manifest.name.clone(), deployed.clone());
+        let old_share = self
+            .reservations()
+            .insert(manifest.name.clone(), reservation);
         self.track_code(&manifest.name, Some(code_digest));
         if let Some(old) = replaced {
             self.retire(old, &deployed).await;
         }
+        drop(old_share);
         if let Some(previous) = previous_sha.filter(|p| *p != sha256) {
             let _ = std::fs::remove_file(self.file_of(&previous));
         }
@@ -269,6 +330,7 @@ impl WasmHost {
         if let Some(Deployed::Mapper(m)) = removed {
             m.stop();
         }
+        self.reservations().remove(name);
         if let Some(sha) = sha {
             let _ = std::fs::remove_file(self.file_of(&sha));
         }
@@ -297,9 +359,10 @@ impl WasmHost {
         for (name, sha) in &records {
             let outcome = match std::fs::read(self.file_of(sha)) {
                 Ok(bytes) => match self.instantiate(&bytes).await {
-                    Ok((deployed, _, code)) => {
+                    Ok((deployed, _, code, reservation)) => {
                         let status = deployed.status();
                         self.write().insert(name.clone(), deployed);
+                        self.reservations().insert(name.clone(), reservation);
                         self.track_code(name, Some(code));
                         Ok(status)
                     }
@@ -416,8 +479,14 @@ impl WasmHost {
         })
     }
 
-    /// Stops every mapper thread (at shutdown).
+    /// Stops every mapper thread (at shutdown): all are cancelled first, then each is
+    /// given its bounded wait.
     pub fn shutdown(&self) {
+        for deployed in self.read().values() {
+            if let Deployed::Mapper(m) = deployed {
+                m.request_stop();
+            }
+        }
         for deployed in self.read().values() {
             if let Deployed::Mapper(m) = deployed {
                 m.stop();
@@ -439,7 +508,7 @@ impl MetricsSource for WasmHost {
             &'static str,
             fn(&ModuleStatus) -> f64,
         );
-        let families: [Family; 4] = [
+        let families: [Family; 6] = [
             (
                 "wedge_wasm_module_calls_total",
                 "Calls into a Wasm module.",
@@ -459,6 +528,18 @@ impl MetricsSource for WasmHost {
                 |s| s.restarts as f64,
             ),
             (
+                "wedge_wasm_log_lines_dropped_total",
+                "Guest log lines dropped over the module's rate (wedge.modules.logLinesPerSecond).",
+                "counter",
+                |s| s.log_dropped as f64,
+            ),
+            (
+                "wedge_wasm_log_lines_truncated_total",
+                "Guest log lines cut at wedge.modules.logLineBytes.",
+                "counter",
+                |s| s.log_truncated as f64,
+            ),
+            (
                 "wedge_wasm_module_failures",
                 "Consecutive failures (0 when healthy).",
                 "gauge",
@@ -471,6 +552,26 @@ impl MetricsSource for WasmHost {
                 w.sample(name, &[("module", &s.name), ("kind", s.kind)], value(s));
             }
         }
+        w.family(
+            "wedge_wasm_memory_reserved_bytes",
+            "Guest memory reserved by deployed modules' limits.",
+            "gauge",
+        );
+        w.sample(
+            "wedge_wasm_memory_reserved_bytes",
+            &[],
+            (self.budget.reserved_mib() * 1024 * 1024) as f64,
+        );
+        w.family(
+            "wedge_wasm_memory_budget_bytes",
+            "The node's guest memory budget (wedge.modules.memoryBudgetMiB).",
+            "gauge",
+        );
+        w.sample(
+            "wedge_wasm_memory_budget_bytes",
+            &[],
+            (self.budget.limit_mib() * 1024 * 1024) as f64,
+        );
         w.family(
             "wedge_wasm_module_state",
             "1 for the module's current state.",

@@ -321,12 +321,23 @@ async fn start_wasm_host(
         },
     )?;
     store.migrate("wasm", wedge_wasm::MIGRATIONS).await?;
-    let host = Arc::new(wedge_wasm::WasmHost::new(
-        engine,
-        crate::wasm_bridge::services(bus),
-        &modules_dir,
-        store.clone(),
-    ));
+    let limits = &config.wedge.modules;
+    let host = Arc::new(
+        wedge_wasm::WasmHost::new(
+            engine,
+            crate::wasm_bridge::services(bus),
+            &modules_dir,
+            store.clone(),
+        )
+        .with_limits(wedge_wasm::GuestLimits {
+            memory_budget_mib: limits.memory_budget_mib,
+            log: wedge_wasm::LogPolicy {
+                max_line_bytes: limits.log_line_bytes as usize,
+                lines_per_second: limits.log_lines_per_second,
+                burst: limits.log_burst,
+            },
+        }),
+    );
     for (name, outcome) in host.load_persisted().await {
         if let Ok(status) = outcome {
             tracing::info!(module = %name, version = %status.version, "module reloaded");

@@ -370,6 +370,34 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
         "module instances",
     );
     v.in_range(
+        "wedge.modules.memoryBudgetMiB",
+        w.modules.memory_budget_mib,
+        1,
+        1_048_576,
+        "MiB of guest memory",
+    );
+    v.in_range(
+        "wedge.modules.logLineBytes",
+        w.modules.log_line_bytes,
+        256,
+        1_048_576,
+        "bytes per guest log line",
+    );
+    v.in_range(
+        "wedge.modules.logLinesPerSecond",
+        w.modules.log_lines_per_second,
+        1,
+        100_000,
+        "guest log lines per second",
+    );
+    v.in_range(
+        "wedge.modules.logBurst",
+        w.modules.log_burst,
+        1,
+        1_000_000,
+        "guest log lines in a burst",
+    );
+    v.in_range(
         "wedge.outbox.maxMessages",
         w.outbox.max_messages,
         1,

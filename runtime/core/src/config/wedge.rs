@@ -89,6 +89,20 @@ pub struct ModulesSettings {
     pub dir: String,
     /// Module instances alive at once (the size of the instance pool); 1..=10000.
     pub max_instances: u32,
+    /// MiB of memory all guests together may be granted; 1..=1048576. Each module's manifest
+    /// limit is reserved at deploy and a deploy past the budget is refused, so hostile or
+    /// greedy guests cannot take the node's memory.
+    #[serde(rename = "memoryBudgetMiB")]
+    pub memory_budget_mib: u32,
+    /// Longest guest log line kept, in bytes; 256..=1048576. Longer lines are cut with a
+    /// marker (control characters are always escaped), so a guest cannot flood or forge the
+    /// node's log.
+    pub log_line_bytes: u32,
+    /// Guest log lines each module may write per second; 1..=100000. The rest are dropped
+    /// and counted (`wedge_wasm_log_lines_dropped_total`).
+    pub log_lines_per_second: u32,
+    /// Guest log lines a module may write in a burst above that rate; 1..=1000000.
+    pub log_burst: u32,
 }
 
 impl Default for ModulesSettings {
@@ -96,6 +110,10 @@ impl Default for ModulesSettings {
         Self {
             dir: String::new(),
             max_instances: 512,
+            memory_budget_mib: 512,
+            log_line_bytes: 4096,
+            log_lines_per_second: 50,
+            log_burst: 200,
         }
     }
 }

@@ -56,10 +56,12 @@ pub enum HookCall {
     },
 }
 
-/// Hooks that review nothing and record every call.
+/// Hooks that record every call and review nothing, except devices given to
+/// [`RecordingHooks::stall_reviews`].
 pub struct RecordingHooks {
     db: PathBuf,
     calls: Mutex<Vec<HookCall>>,
+    stalls: Mutex<std::collections::HashMap<String, Duration>>,
 }
 
 impl RecordingHooks {
@@ -68,7 +70,15 @@ impl RecordingHooks {
         Arc::new(RecordingHooks {
             db,
             calls: Mutex::new(Vec::new()),
+            stalls: Mutex::default(),
         })
+    }
+
+    /// From now on, every change of `device` is reviewed: it takes `delay`, then is accepted
+    /// (a slow twin handler).
+    #[allow(dead_code)] // used by tests/reviews.rs only
+    pub fn stall_reviews(&self, device: &str, delay: Duration) {
+        self.stalls.lock().unwrap().insert(device.to_owned(), delay);
     }
 
     /// The calls so far, in order.
@@ -86,12 +96,18 @@ impl RecordingHooks {
 }
 
 impl TwinHooks for RecordingHooks {
-    fn reviews(&self, _device: &str) -> bool {
-        false
+    fn reviews(&self, device: &str) -> bool {
+        self.stalls.lock().unwrap().contains_key(device)
     }
 
-    fn review(&self, _change: ProposedChange, _twins: Arc<dyn TwinLookup>) -> HookFuture<'_> {
-        Box::pin(async { HookVerdict::Accept })
+    fn review(&self, change: ProposedChange, _twins: Arc<dyn TwinLookup>) -> HookFuture<'_> {
+        let delay = self.stalls.lock().unwrap().get(&change.device).copied();
+        Box::pin(async move {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            HookVerdict::Accept
+        })
     }
 
     fn desired(&self, value: DesiredValue) {
