@@ -11,6 +11,10 @@
 //! bolero prints each run's figures itself (`run time | iterations/s | rng inputs | exit
 //! reason`, seen with `-- --nocapture`).
 
+#![warn(missing_docs)]
+
+pub mod envelope;
+
 use std::time::Duration;
 
 use bolero::TypeGenerator;
