@@ -17,13 +17,46 @@ pub mod envelope;
 
 use std::time::Duration;
 
-use bolero::TypeGenerator;
+use bolero::{Driver, TypeGenerator, ValueGenerator};
 use serde_json::{Map, Number, Value};
+
+/// A short list (0 to 3 items). bolero's lists run to 64 items, which spends a random input
+/// on a handful of values and pads the rest with defaults; parsers see more shapes when
+/// lists are short.
+#[derive(Debug, Clone)]
+pub struct Few<T>(pub Vec<T>);
+
+impl<T> Default for Few<T> {
+    fn default() -> Self {
+        Few(Vec::new())
+    }
+}
+
+impl<T: TypeGenerator> TypeGenerator for Few<T> {
+    fn generate<D: Driver>(driver: &mut D) -> Option<Self> {
+        bolero::produce::<Vec<T>>()
+            .with()
+            .len(0usize..=3)
+            .generate(driver)
+            .map(Few)
+    }
+}
+
+impl<T> std::ops::Deref for Few<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
 
 /// Time each target gets under `cargo test` when nothing else is asked: together about a
 /// minute for every target on the 2-core CI machine. `BOLERO_RANDOM_TEST_TIME_MS` (or
 /// `BOLERO_RANDOM_ITERATIONS`) overrides it for a longer random run.
 pub const CI_BUDGET: Duration = Duration::from_secs(6);
+
+/// How long a failing target may spend shrinking its input before it reports: bolero's own
+/// default lets one failure hold the CI run for minutes.
+pub const SHRINK_TIME: Duration = Duration::from_secs(10);
 
 /// A string: one of the target's known words (three times in four) or any text.
 #[derive(Debug, Clone, TypeGenerator)]
@@ -67,9 +100,9 @@ pub enum Json {
     /// A string.
     Str(Word),
     /// A list.
-    Arr(Vec<Json>),
+    Arr(Few<Json>),
     /// An object (a repeated key keeps its last value, as `serde_json::Map` does).
-    Obj(Vec<(Word, Json)>),
+    Obj(Few<(Word, Json)>),
 }
 
 impl Json {
@@ -85,7 +118,7 @@ impl Json {
             Json::Arr(items) => Value::Array(items.iter().map(|j| j.value(keys, words)).collect()),
             Json::Obj(fields) => {
                 let mut map = Map::new();
-                for (k, v) in fields {
+                for (k, v) in fields.iter() {
                     map.insert(k.text(keys), v.value(keys, words));
                 }
                 Value::Object(map)

@@ -13,7 +13,7 @@ use serde_json::Value;
 use wedge_core::message::CloudAnswer;
 use wedge_core::{Content, Message};
 use wedge_fuzz::envelope::{Envelope, KEYS, WORDS};
-use wedge_fuzz::{CI_BUDGET, Json, Word};
+use wedge_fuzz::{CI_BUDGET, Json, SHRINK_TIME, Word};
 
 /// Everything the envelope promises about bytes that parse.
 fn check_bytes(bytes: &[u8]) {
@@ -57,6 +57,7 @@ fn check_content(content: &Content) {
 fn envelope_raw_bytes() {
     check!()
         .with_test_time(CI_BUDGET / 2)
+        .with_shrink_time(SHRINK_TIME)
         .for_each(|bytes: &[u8]| check_bytes(bytes));
 }
 
@@ -66,6 +67,7 @@ fn envelope_structured() {
     check!()
         .with_type::<Envelope>()
         .with_test_time(CI_BUDGET)
+        .with_shrink_time(SHRINK_TIME)
         .for_each(|envelope| check_bytes(&envelope.bytes()));
 }
 
@@ -75,6 +77,7 @@ fn envelope_content_values() {
     check!()
         .with_type::<(String, Json, Word, Word)>()
         .with_test_time(CI_BUDGET / 2)
+        .with_shrink_time(SHRINK_TIME)
         .for_each(|(text, json, group, resource)| {
             let string = Content::string(text);
             assert_eq!(string.as_string().as_deref(), Some(text.as_str()));

@@ -17,8 +17,8 @@ use tokio_tungstenite::tungstenite::{self, Message as WsMessage};
 use wedge_edgehub::link::{
     Dispatch, FrameError, control_ack, decode, encode, is_control, route_inbound,
 };
-use wedge_fuzz::CI_BUDGET;
 use wedge_fuzz::envelope::Envelope;
+use wedge_fuzz::{CI_BUDGET, SHRINK_TIME};
 
 /// Frame limits to decode under: tiny, small, and the default 4 MiB.
 const LIMITS: &[usize] = &[64, 1024, 4 * 1024 * 1024, 4 * 1024 * 1024];
@@ -115,6 +115,7 @@ fn frame_payloads() {
     check!()
         .with_type::<(u8, Envelope, Vec<u8>)>()
         .with_test_time(CI_BUDGET)
+        .with_shrink_time(SHRINK_TIME)
         .for_each(|(limit, envelope, raw)| {
             let max = LIMITS[usize::from(*limit) % LIMITS.len()];
             check_payload(&envelope.bytes(), max);
@@ -186,6 +187,7 @@ fn frame_websocket_stream() {
     check!()
         .with_type::<(u8, Vec<Frame>, Vec<u8>)>()
         .with_test_time(CI_BUDGET)
+        .with_shrink_time(SHRINK_TIME)
         .with_max_len(16 * 1024)
         .for_each(|(limit, frames, tail)| {
             let max = LIMITS[usize::from(*limit) % LIMITS.len()];
@@ -204,6 +206,7 @@ fn frame_websocket_raw() {
     check!()
         .with_type::<(u8, Vec<u8>)>()
         .with_test_time(CI_BUDGET / 2)
+        .with_shrink_time(SHRINK_TIME)
         .for_each(|(limit, bytes)| {
             let max = LIMITS[usize::from(*limit) % LIMITS.len()];
             check_socket(bytes.clone(), max);

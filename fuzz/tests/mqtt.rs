@@ -27,7 +27,7 @@ use wedge_eventbus::inbound::to_message;
 use wedge_eventbus::topics::{
     DEFAULT_TOPICS, is_twin_topic, matches, twin_resource, valid_filter, valid_topic,
 };
-use wedge_fuzz::{CI_BUDGET, Payload, Word};
+use wedge_fuzz::{CI_BUDGET, Payload, SHRINK_TIME, Word};
 
 /// Topic levels KubeEdge and the broker care about.
 const LEVELS: &[&str] = &[
@@ -293,6 +293,7 @@ fn mqtt_raw_bytes() {
     check!()
         .with_type::<(u8, Vec<u8>, Vec<u8>)>()
         .with_test_time(CI_BUDGET)
+        .with_shrink_time(SHRINK_TIME)
         .for_each(|(limit, sizes, bytes)| {
             check_stream(bytes, sizes, *limit);
         });
@@ -480,6 +481,7 @@ fn mqtt_client_sessions() {
     check!()
         .with_type::<(u8, Vec<u8>, Vec<ClientPacket>)>()
         .with_test_time(CI_BUDGET)
+        .with_shrink_time(SHRINK_TIME)
         .with_max_len(8 * 1024)
         .for_each(|(limit, sizes, packets)| {
             let mut bytes = BytesMut::new();
