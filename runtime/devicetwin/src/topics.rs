@@ -46,10 +46,14 @@ pub fn parse_device_topic(topic: &str) -> Option<(&str, DeviceTopic)> {
     valid_device_id(id).then_some((id, kind))
 }
 
-/// True for a 1- or 2-segment id with no empty segment.
+/// True for a 1- or 2-segment id with no empty segment, usable in a topic name: no MQTT
+/// wildcard (`+`, `#`) nor NUL, or every result for the device would go to a topic no broker
+/// takes (found by fuzzing: a Wasm guest's plain topic or a cloud resource could carry one).
 pub fn valid_device_id(id: &str) -> bool {
     let segments: Vec<&str> = id.split('/').collect();
-    (1..=2).contains(&segments.len()) && segments.iter().all(|s| !s.is_empty())
+    (1..=2).contains(&segments.len())
+        && segments.iter().all(|s| !s.is_empty())
+        && !id.contains(['+', '#', '\0'])
 }
 
 /// What a node topic asks for.
@@ -121,8 +125,15 @@ mod tests {
             "$hw/events/device/twin/update",
             "$hw/events/device/a/twin/unknown",
             "other/a/twin/update",
+            // Fuzzing regression: ids that cannot be part of a topic name.
+            "$hw/events/device/#/twin/update",
+            "$hw/events/device/default/a+b/twin/update",
+            "$hw/events/device/a\0/twin/update",
         ] {
             assert_eq!(parse_device_topic(topic), None, "{topic}");
+        }
+        for id in ["#", "a+b", "default/#", "x\0"] {
+            assert!(!valid_device_id(id), "{id:?}");
         }
     }
 

@@ -49,7 +49,7 @@ pub const DEFAULT_STATIC_POD_PATH: &str = "/etc/kubeedge/manifests";
 pub const DEFAULT_FILE_CHECK_FREQUENCY: GoDuration = GoDuration::from_secs(20);
 
 /// Kubelet's default hard eviction thresholds (Kubernetes 1.32, KubeEdge v1.23).
-fn default_eviction_hard() -> BTreeMap<String, String> {
+pub(crate) fn default_eviction_hard() -> BTreeMap<String, String> {
     [
         ("imagefs.available", "15%"),
         ("imagefs.inodesFree", "5%"),

@@ -135,7 +135,13 @@ impl EdgeCoreConfig {
                 .unwrap_or(DEFAULT_IMAGE_MINIMUM_GC_AGE)
                 .to_std(),
             image_maximum_gc_age: (max_age.as_nanos() > 0).then(|| max_age.to_std()),
-            eviction_hard: k.eviction_hard.clone().unwrap_or_default(),
+            // Unset (`evictionHard: null`) means kubelet's defaults, as for every other key;
+            // only an explicit `{}` turns hard eviction off. It meant none before, and
+            // `wedge config print` turned that into the defaults (found by fuzzing).
+            eviction_hard: k
+                .eviction_hard
+                .clone()
+                .unwrap_or_else(super::kubelet::default_eviction_hard),
             container_runtime_endpoint: text(
                 &k.container_runtime_endpoint,
                 DEFAULT_RUNTIME_ENDPOINT,
@@ -186,6 +192,25 @@ mod tests {
         assert_eq!(k.file_check_frequency, Duration::from_secs(20));
         assert_eq!(k.node_ip, None);
         assert_eq!(k.minimum_gc_age, Duration::ZERO);
+    }
+
+    /// Fuzzing regression: `evictionHard: null` gave no thresholds, its printed config the
+    /// defaults.
+    #[test]
+    fn null_eviction_hard_is_the_default_and_survives_printing() {
+        let text = "modules:\n  edged:\n    tailoredKubeletConfig:\n      evictionHard: null\n";
+        let c = EdgeCoreConfig::from_yaml_str(text).unwrap();
+        let printed = EdgeCoreConfig::from_yaml_str(&c.to_yaml()).unwrap();
+        assert_eq!(
+            c.kubelet().eviction_hard,
+            EdgeCoreConfig::default().kubelet().eviction_hard
+        );
+        assert_eq!(c.kubelet(), printed.kubelet());
+        let off = "modules:\n  edged:\n    tailoredKubeletConfig:\n      evictionHard: {}\n";
+        let c = EdgeCoreConfig::from_yaml_str(off).unwrap();
+        assert!(c.kubelet().eviction_hard.is_empty());
+        let printed = EdgeCoreConfig::from_yaml_str(&c.to_yaml()).unwrap();
+        assert!(printed.kubelet().eviction_hard.is_empty());
     }
 
     #[test]

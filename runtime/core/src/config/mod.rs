@@ -146,6 +146,21 @@ mod tests {
         assert_eq!(file, full);
     }
 
+    /// Fuzzing regression: an empty or null key was refused without naming any key.
+    #[test]
+    fn empty_and_null_keys_are_named() {
+        for (text, want) in [
+            ("? \n", "\"\""),
+            ("\"\": 1\n", "\"\""),
+            ("modules:\n  \"\": 1\n", "modules.\"\""),
+            ("modules:\n  edgeHub:\n    ~: 1\n", "modules.edgeHub.~"),
+        ] {
+            let (key, message) = parse_err(text);
+            assert_eq!(key, want, "{text:?}: {message}");
+            assert!(message.starts_with("unknown key"), "{message}");
+        }
+    }
+
     #[test]
     fn empty_and_comment_only_files_are_defaults() {
         for text in ["", "# nothing\n", "~\n"] {

@@ -124,6 +124,13 @@ const MOVED: &[(&str, &str)] = &[
 fn rewrite(path: &str, msg: &str) -> (String, String) {
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         let (name, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        // An empty or null key (`"": 1`, `? `) is named `""`, so the error still names a key
+        // (found by fuzzing: at the top level it named none).
+        let (path, name) = if name.is_empty() {
+            (path.trim_end_matches('.'), "\"\"")
+        } else {
+            (path, name)
+        };
         let key = with_leaf(path, name);
         if let Some((_, new)) = MOVED.iter().find(|(old, _)| *old == key) {
             return (
