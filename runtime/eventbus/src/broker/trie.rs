@@ -13,16 +13,35 @@ use rumqttc::QoS;
 /// A subscriber's key (unique per connection).
 pub(crate) type Key = u64;
 
+/// One level. Kept small (boxed children, subscriber lists as vectors: nearly always one
+/// entry), since a hostile client's filters each cost a few nodes.
 #[derive(Default)]
 struct Node {
     /// Literal next levels.
-    children: HashMap<Box<str>, Node>,
+    children: HashMap<Box<str>, Box<Node>>,
     /// The `+` next level.
     plus: Option<Box<Node>>,
     /// Subscribers of `<this prefix>/#` (at the root: `#`).
-    hash: HashMap<Key, QoS>,
+    hash: Vec<(Key, QoS)>,
     /// Subscribers whose filter ends exactly here.
-    here: HashMap<Key, QoS>,
+    here: Vec<(Key, QoS)>,
+}
+
+/// Sets `key`'s QoS in `subs`.
+fn put(subs: &mut Vec<(Key, QoS)>, key: Key, qos: QoS) {
+    match subs.iter_mut().find(|(k, _)| *k == key) {
+        Some(entry) => entry.1 = qos,
+        None => {
+            subs.push((key, qos));
+            subs.shrink_to_fit();
+        }
+    }
+}
+
+/// Removes `key` from `subs`.
+fn take(subs: &mut Vec<(Key, QoS)>, key: Key) {
+    subs.retain(|(k, _)| *k != key);
+    subs.shrink_to_fit();
 }
 
 impl Node {
@@ -47,14 +66,14 @@ impl FilterTrie {
         for level in filter.split('/') {
             match level {
                 "#" => {
-                    node.hash.insert(key, qos);
+                    put(&mut node.hash, key, qos);
                     return;
                 }
                 "+" => node = node.plus.get_or_insert_with(Box::default),
                 literal => node = node.children.entry(literal.into()).or_default(),
             }
         }
-        node.here.insert(key, qos);
+        put(&mut node.here, key, qos);
     }
 
     /// Removes `key`'s subscription to `filter`, pruning emptied branches.
@@ -73,7 +92,7 @@ impl FilterTrie {
     }
 }
 
-fn add(out: &mut HashMap<Key, QoS>, subs: &HashMap<Key, QoS>) {
+fn add(out: &mut HashMap<Key, QoS>, subs: &[(Key, QoS)]) {
     for (key, qos) in subs {
         let best = out.entry(*key).or_insert(*qos);
         if (*qos as u8) > (*best as u8) {
@@ -104,12 +123,8 @@ fn visit(node: &Node, levels: &[&str], i: usize, dollar: bool, out: &mut HashMap
 /// Returns true when `node` became empty.
 fn remove_in(node: &mut Node, levels: &[&str], key: Key) -> bool {
     match levels.split_first() {
-        None => {
-            node.here.remove(&key);
-        }
-        Some((&"#", _)) => {
-            node.hash.remove(&key);
-        }
+        None => take(&mut node.here, key),
+        Some((&"#", _)) => take(&mut node.hash, key),
         Some((&"+", rest)) => {
             if let Some(plus) = &mut node.plus
                 && remove_in(plus, rest, key)
