@@ -2,15 +2,16 @@
 //! anonymous clients and wrong passwords are refused, each user publishes and subscribes only
 //! within its topics (a mapper cannot read every device, answer mappers in devicetwin's name,
 //! set desired values, or leave a will on another device's topic), and what is refused is
-//! counted.
+//! counted. The TLS listener (`wedge.broker.tls`) applies the same users file, after asking
+//! for a client certificate.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use wedge_eventbus::access::{MIN_ITERATIONS, PasswordHash};
 use wedge_tests::cloud_node::{CloudNode, NodeOptions};
-use wedge_tests::cloudhub::{CloudHub, CloudHubOptions};
-use wedge_tests::mqtt::MqttClient;
+use wedge_tests::cloudhub::{CloudCa, CloudHub, CloudHubOptions};
+use wedge_tests::mqtt::{MqttClient, tls_client_config};
 
 const THERMO_1: &str = "$hw/events/device/default/thermo-1";
 const THERMO_2: &str = "$hw/events/device/default/thermo-2";
@@ -164,4 +165,98 @@ fn without_a_users_file_the_broker_says_anyone_may_do_anything() {
     );
     let mut anyone = MqttClient::connect(node.mqtt_port, "anyone").unwrap();
     assert!(anyone.try_subscribe("$hw/#").unwrap());
+}
+
+#[test]
+fn the_tls_listener_asks_for_a_client_certificate_then_the_users_file_applies() {
+    let files = tempfile::tempdir().unwrap();
+    let users = users_file(files.path());
+    let ca = CloudCa::new().unwrap();
+    let server = ca.server_cert(&["127.0.0.1", "localhost"]).unwrap();
+    let client = ca.client_cert("thermo-mapper").unwrap();
+    let write = |name: &str, text: &str| {
+        let path = files.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (ca_file, cert_file, key_file) = (
+        write("ca.pem", &ca.ca_pem()),
+        write("server.pem", &server.cert_pem),
+        write("server.key", &server.key_pem),
+    );
+    let tls_port = wedge_tests::free_port();
+    let extra = format!(
+        "  mqtt:
+    usersFile: {users}
+  broker:
+    tls:
+      address: 127.0.0.1:{tls_port}
+      certFile: {cert_file}
+      keyFile: {key_file}
+      clientCAFile: {ca_file}
+",
+        users = users.display()
+    );
+    let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
+    let node = CloudNode::start_with(
+        &hub,
+        NodeOptions {
+            wedge_extra: &extra,
+            ..NodeOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        node.daemon.log().contains("listening with TLS"),
+        "{}",
+        node.daemon.log()
+    );
+    let with_cert =
+        || tls_client_config(&ca.ca_der(), Some((&client.cert_der, &client.key_der))).unwrap();
+
+    // No client certificate: the handshake fails, counted.
+    let no_cert = tls_client_config(&ca.ca_der(), None).unwrap();
+    assert!(
+        MqttClient::connect_tls(tls_port, "m", Some(("thermo-mapper", "mapper-pw")), no_cert)
+            .is_err()
+    );
+    // A certificate, but no password: the users file still applies.
+    let anonymous = MqttClient::connect_tls(tls_port, "m", None, with_cert())
+        .err()
+        .expect("refused");
+    assert!(
+        anonymous.to_string().contains("BadUserNamePassword"),
+        "{anonymous}"
+    );
+
+    // Certificate and log-in: the mapper's own device works over TLS, and only its own.
+    let mut mapper = MqttClient::connect_tls(
+        tls_port,
+        "m",
+        Some(("thermo-mapper", "mapper-pw")),
+        with_cert(),
+    )
+    .unwrap();
+    assert!(
+        !mapper.try_subscribe("$hw/#").unwrap(),
+        "reads every device"
+    );
+    mapper.subscribe(&format!("{THERMO_1}/twin/#")).unwrap();
+    mapper
+        .publish(
+            &format!("{THERMO_1}/twin/update"),
+            r#"{"event_id":"over-tls","timestamp":1,"twin":{"temperature":{"actual":{"value":"31"},"metadata":{"type":"int"}}}}"#,
+        )
+        .unwrap();
+    let result = mapper
+        .expect(
+            &format!("{THERMO_1}/twin/update/result"),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    assert!(result.contains("\"event_id\":\"over-tls\""), "{result}");
+    let handshakes = node
+        .metric("wedge_eventbus_broker_closed_total{reason=\"tls_handshake\"}")
+        .unwrap();
+    assert!(handshakes >= 1.0, "failed handshake counted: {handshakes}");
 }

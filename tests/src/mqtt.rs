@@ -1,11 +1,13 @@
 //! A blocking MQTT 3.1.1 test client (rumqttc) that records every message it receives, so a
 //! test can wait for a message on one topic and later look at what else arrived.
 
+use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use rumqttc::{Client, Event, MqttOptions, Packet, QoS};
+use rumqttc::{Client, Event, MqttOptions, Packet, QoS, TlsConfiguration, Transport};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// What the connection thread reports.
 enum Note {
@@ -38,7 +40,30 @@ impl MqttClient {
         login: Option<(&str, &str)>,
         will: Option<(&str, &str)>,
     ) -> Result<MqttClient> {
+        MqttClient::connect_over(port, id, login, will, None)
+    }
+
+    /// Like [`MqttClient::connect_with`] over TLS (see [`tls_client_config`]).
+    pub fn connect_tls(
+        port: u16,
+        id: &str,
+        login: Option<(&str, &str)>,
+        tls: Arc<rustls::ClientConfig>,
+    ) -> Result<MqttClient> {
+        MqttClient::connect_over(port, id, login, None, Some(tls))
+    }
+
+    fn connect_over(
+        port: u16,
+        id: &str,
+        login: Option<(&str, &str)>,
+        will: Option<(&str, &str)>,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<MqttClient> {
         let mut options = MqttOptions::new(id, "127.0.0.1", port);
+        if let Some(config) = tls {
+            options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(config)));
+        }
         options.set_keep_alive(Duration::from_secs(30));
         options.set_max_packet_size(4 * 1024 * 1024, 4 * 1024 * 1024);
         if let Some((user, password)) = login {
@@ -173,4 +198,27 @@ impl MqttClient {
         }
         all
     }
+}
+
+/// A TLS client configuration trusting `ca_der` and, with `identity` (certificate DER, PKCS#8
+/// key DER), presenting that certificate.
+pub fn tls_client_config(
+    ca_der: &[u8],
+    identity: Option<(&[u8], &[u8])>,
+) -> Result<Arc<rustls::ClientConfig>> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(ca_der.to_vec()))?;
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots);
+    let config = match identity {
+        Some((cert, key)) => builder.with_client_auth_cert(
+            vec![CertificateDer::from(cert.to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.to_vec())),
+        )?,
+        None => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
 }

@@ -161,6 +161,18 @@ impl Module for EventBus {
                 settings.users_file.as_deref(),
             )?;
             let limits = &settings.broker;
+            let tls = if limits.tls.enabled() {
+                let path = |p: &str| (!p.is_empty()).then(|| std::path::PathBuf::from(p));
+                let t = &limits.tls;
+                Some(crate::broker::TlsListener::from_files(
+                    &t.address,
+                    std::path::Path::new(&t.cert_file),
+                    std::path::Path::new(&t.key_file),
+                    path(&t.client_ca_file).as_deref(),
+                )?)
+            } else {
+                None
+            };
             let options = BrokerOptions {
                 access,
                 queue: settings.session_queue_size,
@@ -173,6 +185,7 @@ impl Module for EventBus {
                 max_retained_bytes: limits.max_retained_bytes,
                 connect_timeout: Duration::from_millis(limits.connect_timeout_ms.into()),
                 idle_timeout: Duration::from_secs(limits.idle_timeout_seconds.into()),
+                tls,
                 ..BrokerOptions::default()
             };
             let started =

@@ -188,7 +188,8 @@ impl EventBusSettings {
             return Err(SettingsError::Url {
                 key: "mqttServerInternal",
                 url: config.mqtt_server_internal.clone(),
-                reason: "the embedded broker listens on tcp:// only".to_owned(),
+                reason: "the embedded broker listens on tcp:// here; its TLS listener is wedge.broker.tls"
+                    .to_owned(),
             });
         }
         let external = BrokerUrl::parse("mqttServerExternal", &config.mqtt_server_external)?;

@@ -65,6 +65,11 @@ impl Stats {
         self.drops[i].load(Ordering::Relaxed)
     }
 
+    /// The embedded broker's own counters.
+    pub fn broker(&self) -> &crate::broker::BrokerStats {
+        &self.broker
+    }
+
     /// Whether the external broker is connected now.
     pub fn external_connected(&self) -> bool {
         self.external_connected.load(Ordering::Relaxed)

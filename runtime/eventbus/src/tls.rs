@@ -1,11 +1,13 @@
-//! TLS towards the external broker (`ssl://`), with rustls and the ring provider.
+//! TLS with rustls and the ring provider: towards the external broker (`ssl://`), and the
+//! embedded broker's own TLS listener (`wedge.broker.tls`).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 use crate::error::EventBusError;
 use crate::settings::TlsFiles;
@@ -63,6 +65,50 @@ pub(crate) fn client_config(files: Option<&TlsFiles>) -> Result<Arc<ClientConfig
     Ok(Arc::new(config))
 }
 
+/// The embedded broker's TLS listener: presents `cert` (a PEM chain) with `key`; with
+/// `client_ca`, every client must present a certificate that CA signed.
+pub(crate) fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>, EventBusError> {
+    let chain = read_certs(cert)?;
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| EventBusError::TlsFile {
+        path: key.to_owned(),
+        reason: format!("no PEM private key: {e}"),
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| EventBusError::Tls(e.to_string()))?;
+    let builder = match client_ca {
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for c in read_certs(ca)? {
+                roots.add(c).map_err(|e| EventBusError::TlsFile {
+                    path: ca.to_owned(),
+                    reason: format!("not a usable CA certificate: {e}"),
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| EventBusError::TlsFile {
+                    path: ca.to_owned(),
+                    reason: format!("cannot verify clients with it: {e}"),
+                })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let config = builder
+        .with_single_cert(chain, key_der)
+        .map_err(|e| EventBusError::TlsFile {
+            path: cert.to_owned(),
+            reason: format!("certificate and key do not go together: {e}"),
+        })?;
+    Ok(Arc::new(config))
+}
+
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, EventBusError> {
     let bad = |reason: String| EventBusError::TlsFile {
         path: path.to_owned(),
@@ -90,5 +136,26 @@ mod tests {
         };
         let err = client_config(Some(&files)).unwrap_err();
         assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
+    }
+
+    #[test]
+    fn a_server_certificate_must_match_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let one = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let other = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let (cert, key, wrong_key) = (
+            dir.path().join("cert.pem"),
+            dir.path().join("key.pem"),
+            dir.path().join("other-key.pem"),
+        );
+        std::fs::write(&cert, one.cert.pem()).unwrap();
+        std::fs::write(&key, one.signing_key.serialize_pem()).unwrap();
+        std::fs::write(&wrong_key, other.signing_key.serialize_pem()).unwrap();
+        server_config(&cert, &key, None).expect("matching pair");
+        server_config(&cert, &key, Some(&cert)).expect("self-signed as the client CA");
+        let err = server_config(&cert, &wrong_key, None).unwrap_err();
+        assert!(err.to_string().contains("do not go together"), "{err}");
+        let err = server_config(&dir.path().join("none.pem"), &key, None).unwrap_err();
+        assert!(err.to_string().contains("none.pem"), "{err}");
     }
 }

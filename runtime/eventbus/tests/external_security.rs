@@ -3,13 +3,10 @@
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
 use std::process::Command;
 
 use common::scenarios::{TWIN_RESOURCE, TWIN_TOPIC};
 use common::{Mosquitto, Node, TestClient, free_port, publish_until, settings};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
 use rumqttc::MqttOptions;
 use wedge_core::Content;
 use wedge_eventbus::{Credentials, TlsFiles};
@@ -70,42 +67,17 @@ async fn password_protected_external_broker() {
     node.stop().await;
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_with_client_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    // A CA, a server certificate for 127.0.0.1, and a client certificate.
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "wedge test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let server_key = KeyPair::generate().unwrap();
-    let mut server_params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
-    server_params
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    let server_cert = server_params.signed_by(&server_key, &issuer).unwrap();
-    let client_key = KeyPair::generate().unwrap();
-    let mut client_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    client_params
-        .distinguished_name
-        .push(DnType::CommonName, "edge-test");
-    let client_cert = client_params.signed_by(&client_key, &issuer).unwrap();
-
-    let ca = write(dir.path(), "ca.pem", &ca_cert.pem());
-    let server = write(dir.path(), "server.pem", &server_cert.pem());
-    let server_key = write(dir.path(), "server.key", &server_key.serialize_pem());
-    let client = write(dir.path(), "client.pem", &client_cert.pem());
-    let client_key = write(dir.path(), "client.key", &client_key.serialize_pem());
+    let pki = common::pki::make(dir.path(), "", "wedge test CA");
+    let (ca, server, server_key, client, client_key) = (
+        pki.ca,
+        pki.server_cert,
+        pki.server_key,
+        pki.client_cert,
+        pki.client_key,
+    );
 
     // Plain listener for the test's clients, TLS listener (client certificate required) for
     // the module.

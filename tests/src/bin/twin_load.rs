@@ -137,6 +137,11 @@ struct Args {
     /// load topic, to measure whether routing slows with unrelated subscriptions.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     foreign_filters: u32,
+    /// Embedded broker only: require a log-in (`wedge.mqtt.usersFile`, one user whose
+    /// PBKDF2 hash has 100,000 iterations) and check every publish and subscribe against the
+    /// user's topic patterns, as a node with access control does.
+    #[arg(long)]
+    auth: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -178,6 +183,7 @@ fn plan(args: &Args, port: u16) -> Result<Plan> {
     };
     Ok(Plan {
         port,
+        login: args.auth.then(setup::load_login),
         devices: args.devices as usize,
         publishers: args.publishers as usize,
         subscribers: args.subscribers as usize,
@@ -266,7 +272,20 @@ async fn run(args: &Args) -> Result<Report> {
         }
     };
     let plan = plan(args, broker.port())?;
-    let config = setup::wedge_config(&layout, broker, args.queue, &args.synchronous)?;
+    let users_file = match (args.auth, &broker) {
+        (false, _) => None,
+        (true, BrokerSetting::Embedded { .. }) => Some(setup::write_users_file(&layout)?),
+        (true, BrokerSetting::External { .. }) => {
+            bail!("--auth needs --broker embedded (it configures the embedded broker's users)")
+        }
+    };
+    let config = setup::wedge_config(
+        &layout,
+        broker,
+        args.queue,
+        &args.synchronous,
+        users_file.as_deref(),
+    )?;
     std::fs::write(layout.config(), config).context("cannot write the daemon's config")?;
 
     let admin = SocketAddr::from(([127, 0, 0, 1], procs::free_port()?));
@@ -286,9 +305,13 @@ async fn run(args: &Args) -> Result<Report> {
     let mut daemon = Managed::spawn("wedge", cmd, &layout.wedge_log())?;
     procs::wait_healthy(&mut daemon, admin, Duration::from_secs(30)).await?;
     let _foreign = if args.foreign_filters > 0 {
-        let foreign = foreign::subscribe(broker.port(), args.foreign_filters as usize)
-            .await
-            .map_err(|e| e.context(daemon.failure("was subscribing foreign filters")))?;
+        let foreign = foreign::subscribe(
+            broker.port(),
+            args.foreign_filters as usize,
+            plan.login.clone(),
+        )
+        .await
+        .map_err(|e| e.context(daemon.failure("was subscribing foreign filters")))?;
         eprintln!(
             "twin-load: {} foreign filters subscribed in {:.1} s",
             args.foreign_filters,

@@ -38,6 +38,34 @@ pub struct BrokerSettings {
     /// Most payload bytes of retained messages kept; 1024..=4294967296. A retained publish
     /// that would go past it is delivered to current subscribers but not retained (counted).
     pub max_retained_bytes: u64,
+    /// A second, TLS listener of the embedded broker (off unless `address` is set).
+    #[serde(deserialize_with = "super::serde_util::null_as_default")]
+    pub tls: BrokerTlsSettings,
+}
+
+/// `wedge.broker.tls`: the embedded broker's TLS listener, beside the plain one on
+/// `mqttServerInternal` (KubeEdge's embedded broker has none). It shares the plain listener's
+/// users file, limits and connection budget.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct BrokerTlsSettings {
+    /// `host:port` to listen on with TLS ("" = no TLS listener), e.g. `0.0.0.0:8883`.
+    pub address: String,
+    /// PEM certificate chain the listener presents (the server's certificate first).
+    pub cert_file: String,
+    /// PEM private key of that certificate.
+    pub key_file: String,
+    /// PEM CA bundle: when set, every client must present a certificate it signed (mutual
+    /// TLS); "" = clients are not asked for one.
+    #[serde(rename = "clientCAFile")]
+    pub client_ca_file: String,
+}
+
+impl BrokerTlsSettings {
+    /// Whether the TLS listener is on.
+    pub fn enabled(&self) -> bool {
+        !self.address.is_empty()
+    }
 }
 
 impl Default for BrokerSettings {
@@ -52,6 +80,7 @@ impl Default for BrokerSettings {
             max_filters_per_client: 4096,
             max_retained_topics: 10_000,
             max_retained_bytes: 64 * 1024 * 1024,
+            tls: BrokerTlsSettings::default(),
         }
     }
 }
@@ -143,7 +172,49 @@ impl BrokerSettings {
                 ),
             ));
         }
+        self.tls.violations(&mut out);
         out
+    }
+}
+
+impl BrokerTlsSettings {
+    fn violations(&self, out: &mut Vec<(String, String)>) {
+        const P: &str = "wedge.broker.tls";
+        let set = |v: &str| !v.is_empty();
+        if !self.enabled() {
+            for (key, value) in [
+                ("certFile", &self.cert_file),
+                ("keyFile", &self.key_file),
+                ("clientCAFile", &self.client_ca_file),
+            ] {
+                if set(value) {
+                    out.push((
+                        format!("{P}.{key}"),
+                        format!("is set but {P}.address is empty, so no TLS listener would use it"),
+                    ));
+                }
+            }
+            return;
+        }
+        let port = self
+            .address
+            .rsplit_once(':')
+            .filter(|(host, _)| !host.is_empty())
+            .and_then(|(_, port)| port.parse::<u16>().ok());
+        if port.is_none() {
+            out.push((
+                format!("{P}.address"),
+                format!("must be host:port, got {:?}", self.address),
+            ));
+        }
+        for (key, value) in [("certFile", &self.cert_file), ("keyFile", &self.key_file)] {
+            if !set(value) {
+                out.push((
+                    format!("{P}.{key}"),
+                    "must be set when the TLS listener is on (address)".to_owned(),
+                ));
+            }
+        }
     }
 }
 
@@ -177,5 +248,46 @@ mod tests {
         let v = bad.violations();
         assert_eq!(v.len(), 1);
         assert!(v[0].1.contains(">= wedge.broker.maxPacketBytes"), "{v:?}");
+    }
+
+    #[test]
+    fn the_tls_listener_needs_an_address_a_certificate_and_a_key() {
+        let keys = |tls: BrokerTlsSettings| -> Vec<String> {
+            BrokerSettings {
+                tls,
+                ..BrokerSettings::default()
+            }
+            .violations()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect()
+        };
+        assert_eq!(
+            keys(BrokerTlsSettings {
+                address: "0.0.0.0".into(),
+                ..BrokerTlsSettings::default()
+            }),
+            [
+                "wedge.broker.tls.address",
+                "wedge.broker.tls.certFile",
+                "wedge.broker.tls.keyFile"
+            ]
+        );
+        assert_eq!(
+            keys(BrokerTlsSettings {
+                client_ca_file: "/ca.pem".into(),
+                ..BrokerTlsSettings::default()
+            }),
+            ["wedge.broker.tls.clientCAFile"]
+        );
+        assert!(
+            keys(BrokerTlsSettings {
+                address: "[::]:8883".into(),
+                cert_file: "/c.pem".into(),
+                key_file: "/k.pem".into(),
+                client_ca_file: String::new(),
+            })
+            .is_empty()
+        );
     }
 }

@@ -48,7 +48,7 @@ mod wedge;
 use std::path::Path;
 
 pub use admin::{ADMIN_SOCKET_FILE, ADMIN_TOKEN_FILE, AdminSettings, MAX_SOCKET_PATH};
-pub use broker::BrokerSettings;
+pub use broker::{BrokerSettings, BrokerTlsSettings};
 pub use compat::NOT_IMPLEMENTED_PREFIX;
 pub use duration::GoDuration;
 pub use edged::Edged;

@@ -12,14 +12,13 @@ use rumqttc::{
     ConnAck, ConnectReturnCode, Packet, PubAck, PubComp, PubRec, Publish, QoS, SubAck,
     SubscribeReasonCode, UnsubAck,
 };
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::router::{ClientKind, Delivery, Router, SubscribeRefused};
 use super::stats::Closed;
-use super::wire::{ConnError, Wire, WireLimits, delivered_size};
+use super::wire::{ConnError, Transport, Wire, WireLimits, delivered_size};
 use crate::access::{AccessPolicy, Grant, Refusal};
 use crate::stats::Stats;
 use crate::topics::{valid_filter, valid_topic};
@@ -69,13 +68,12 @@ fn count_close(stats: &Stats, e: &ConnError) {
 
 /// Serves one accepted socket until it ends; never fails the broker.
 pub(crate) async fn serve(
-    stream: TcpStream,
+    stream: Box<dyn Transport>,
     peer: SocketAddr,
     router: Arc<Router>,
     settings: Arc<ConnectionSettings>,
     token: CancellationToken,
 ) {
-    let _ = stream.set_nodelay(true);
     let mut wire = Wire::new(stream, settings.limits.clone());
     let stats = router.stats().clone();
     let first = tokio::select! {

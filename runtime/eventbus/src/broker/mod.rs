@@ -14,6 +14,11 @@
 //! file descriptor budget, [`limits`]). A QoS 1/2 message for the eventbus is acknowledged only
 //! once the eventbus's queue took it.
 //!
+//! Clients connect over plain TCP on `mqttServerInternal` and, when `wedge.broker.tls` names an
+//! address, over TLS on a second listener; both share the connection budget and the rules
+//! above. The TLS handshake runs in the connection's task under the CONNECT deadline, so a slow
+//! or silent handshake never holds up accepting others.
+//!
 //! The module reaches the broker in-process through a [`LocalLink`]: no socket, no codec.
 
 mod connection;
@@ -31,8 +36,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rumqttc::QoS;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -74,6 +80,45 @@ pub struct BrokerOptions {
     pub connect_timeout: Duration,
     /// Longest silence of a connected client (keep-alive 0 included).
     pub idle_timeout: Duration,
+    /// The TLS listener, if any.
+    pub tls: Option<TlsListener>,
+}
+
+/// A second listener whose clients speak TLS (`wedge.broker.tls`).
+#[derive(Clone)]
+pub struct TlsListener {
+    /// `host:port` to bind.
+    pub address: String,
+    /// Certificate, key and client verification.
+    pub config: Arc<rustls::ServerConfig>,
+    /// Whether clients must present a certificate (said at start).
+    pub client_certificates: bool,
+}
+
+impl std::fmt::Debug for TlsListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsListener")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsListener {
+    /// A listener on `address` presenting `cert_file` with `key_file`; with `client_ca_file`,
+    /// clients must present a certificate that CA signed. Fails naming the file that cannot be
+    /// used.
+    pub fn from_files(
+        address: &str,
+        cert_file: &std::path::Path,
+        key_file: &std::path::Path,
+        client_ca_file: Option<&std::path::Path>,
+    ) -> Result<TlsListener, EventBusError> {
+        Ok(TlsListener {
+            address: address.to_owned(),
+            config: crate::tls::server_config(cert_file, key_file, client_ca_file)?,
+            client_certificates: client_ca_file.is_some(),
+        })
+    }
 }
 
 impl Default for BrokerOptions {
@@ -91,6 +136,7 @@ impl Default for BrokerOptions {
             max_retained_bytes: 64 * 1024 * 1024,
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
+            tls: None,
         }
     }
 }
@@ -100,6 +146,7 @@ impl Default for BrokerOptions {
 pub struct EmbeddedBroker {
     router: Arc<Router>,
     local_addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
     token: CancellationToken,
     tasks: TaskTracker,
 }
@@ -113,18 +160,15 @@ impl EmbeddedBroker {
         stats: Arc<Stats>,
         parent: &CancellationToken,
     ) -> Result<EmbeddedBroker, EventBusError> {
-        let listener = TcpListener::bind((url.host.as_str(), url.port))
-            .await
-            .map_err(|source| EventBusError::Listen {
-                addr: url.to_string(),
-                source,
-            })?;
-        let local_addr = listener
-            .local_addr()
-            .map_err(|source| EventBusError::Listen {
-                addr: url.to_string(),
-                source,
-            })?;
+        let (listener, local_addr) = bind(&url.host, url.port, &url.to_string()).await?;
+        let tls = match &options.tls {
+            Some(tls) => {
+                let (host, port) = split_address(&tls.address)?;
+                let (listener, addr) = bind(host, port, &tls.address).await?;
+                Some((listener, addr, TlsAcceptor::from(tls.config.clone())))
+            }
+            None => None,
+        };
         let router = Arc::new(Router::new(
             stats.clone(),
             options.max_retained,
@@ -165,11 +209,31 @@ impl EmbeddedBroker {
             max_packet = options.max_packet,
             "embedded MQTT broker listening"
         );
+        let slots = Arc::new(Semaphore::new(max_connections));
+        let tls_addr = tls.as_ref().map(|(_, addr, _)| *addr);
+        if let Some((listener, addr, acceptor)) = tls {
+            tracing::info!(
+                %addr,
+                client_certificates = options.tls.as_ref().is_some_and(|t| t.client_certificates),
+                "embedded MQTT broker listening with TLS"
+            );
+            tasks.spawn(accept_loop(
+                listener,
+                Some(acceptor),
+                router.clone(),
+                settings.clone(),
+                slots.clone(),
+                tasks.clone(),
+                stats.clone(),
+                token.clone(),
+            ));
+        }
         tasks.spawn(accept_loop(
             listener,
+            None,
             router.clone(),
             settings,
-            Arc::new(Semaphore::new(max_connections)),
+            slots,
             tasks.clone(),
             stats,
             token.clone(),
@@ -177,6 +241,7 @@ impl EmbeddedBroker {
         Ok(EmbeddedBroker {
             router,
             local_addr,
+            tls_addr,
             token,
             tasks,
         })
@@ -185,6 +250,11 @@ impl EmbeddedBroker {
     /// The address the broker listens on (the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address of the TLS listener, when there is one.
+    pub fn tls_local_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// An in-process client whose deliveries go to `deliveries`.
@@ -243,8 +313,75 @@ fn announce_access(access: &crate::access::AccessPolicy, addr: SocketAddr) {
     }
 }
 
+/// Binds `host:port`; `shown` names the address in errors.
+async fn bind(
+    host: &str,
+    port: u16,
+    shown: &str,
+) -> Result<(TcpListener, SocketAddr), EventBusError> {
+    let listen_error = |source| EventBusError::Listen {
+        addr: shown.to_owned(),
+        source,
+    };
+    let listener = TcpListener::bind((host, port))
+        .await
+        .map_err(listen_error)?;
+    let addr = listener.local_addr().map_err(listen_error)?;
+    Ok((listener, addr))
+}
+
+/// `host:port` (`[v6]:port` too) into its parts.
+fn split_address(address: &str) -> Result<(&str, u16), EventBusError> {
+    let bad = || EventBusError::Listen {
+        addr: address.to_owned(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not host:port"),
+    };
+    let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = port.parse().map_err(|_| bad())?;
+    Ok((host, port))
+}
+
+/// Runs a client's connection: the TLS handshake first on the TLS listener (under the CONNECT
+/// deadline, counted when it fails), then the MQTT session.
+async fn serve_accepted(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    router: Arc<Router>,
+    settings: Arc<ConnectionSettings>,
+    token: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let transport: Box<dyn wire::Transport> = match tls {
+        None => Box::new(stream),
+        Some(acceptor) => {
+            let handshake = tokio::select! {
+                _ = token.cancelled() => return,
+                r = tokio::time::timeout(settings.connect_timeout, acceptor.accept(stream)) => r,
+            };
+            match handshake {
+                Ok(Ok(stream)) => Box::new(stream),
+                Ok(Err(e)) => {
+                    settings.stats.broker.closed(stats::Closed::TlsHandshake);
+                    tracing::debug!(%peer, "TLS handshake failed: {e}");
+                    return;
+                }
+                Err(_) => {
+                    settings.stats.broker.closed(stats::Closed::TlsHandshake);
+                    tracing::debug!(%peer, "TLS handshake not done in time (wedge.broker.connectTimeoutMs)");
+                    return;
+                }
+            }
+        }
+    };
+    connection::serve(transport, peer, router, settings, token).await;
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     router: Arc<Router>,
     settings: Arc<ConnectionSettings>,
     slots: Arc<Semaphore>,
@@ -276,13 +413,16 @@ async fn accept_loop(
             continue;
         };
         let (router, settings, token) = (router.clone(), settings.clone(), token.clone());
+        let tls = tls.clone();
         tasks.spawn(async move {
-            connection::serve(stream, peer, router, settings, token).await;
+            serve_accepted(stream, peer, tls, router, settings, token).await;
             drop(slot);
         });
     }
-    stats.internal_listening.store(false, Ordering::Relaxed);
-    tracing::info!("embedded MQTT broker stopped");
+    if tls.is_none() {
+        stats.internal_listening.store(false, Ordering::Relaxed);
+        tracing::info!("embedded MQTT broker stopped");
+    }
 }
 
 /// The module's in-process connection to the embedded broker.

@@ -18,20 +18,23 @@ pub(crate) enum Closed {
     Idle,
     /// Accepted while `maxConnections` were connected.
     ConnectionLimit,
+    /// A failed (or too slow) TLS handshake on the TLS listener.
+    TlsHandshake,
 }
 
-const CLOSED: [(Closed, &str); 5] = [
+const CLOSED: [(Closed, &str); 6] = [
     (Closed::PacketTooLarge, "packet_too_large"),
     (Closed::PacketTimeout, "packet_timeout"),
     (Closed::ConnectTimeout, "connect_timeout"),
     (Closed::Idle, "idle"),
     (Closed::ConnectionLimit, "connection_limit"),
+    (Closed::TlsHandshake, "tls_handshake"),
 ];
 
 /// The embedded broker's own counters.
 #[derive(Debug, Default)]
 pub struct BrokerStats {
-    closed: [AtomicU64; 5],
+    closed: [AtomicU64; 6],
     /// `accept` failures (EMFILE and the like); the loop backs off and goes on.
     pub(crate) accept_errors: AtomicU64,
     /// QoS 1/2 publishes whose PUBACK/PUBREC waited for room in the eventbus's queue.

@@ -17,8 +17,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use rumqttc::Packet;
 use rumqttc::mqttbytes::Error as CodecError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -48,6 +47,11 @@ pub(crate) enum ConnError {
     Eof,
 }
 
+/// A client's byte stream: a TCP socket, or TLS over one.
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Transport for T {}
+
 /// The framing limits every connection shares.
 #[derive(Debug)]
 pub(crate) struct WireLimits {
@@ -61,7 +65,7 @@ pub(crate) struct WireLimits {
 
 /// A connection's socket with its read and write buffers.
 pub(crate) struct Wire {
-    stream: TcpStream,
+    stream: Box<dyn Transport>,
     read_buf: BytesMut,
     write_buf: BytesMut,
     limits: Arc<WireLimits>,
@@ -72,8 +76,8 @@ pub(crate) struct Wire {
 }
 
 impl Wire {
-    /// Wraps an accepted socket.
-    pub fn new(stream: TcpStream, limits: Arc<WireLimits>) -> Wire {
+    /// Wraps an accepted (and, on the TLS listener, handshaken) socket.
+    pub fn new(stream: Box<dyn Transport>, limits: Arc<WireLimits>) -> Wire {
         Wire {
             stream,
             read_buf: BytesMut::with_capacity(4096),

@@ -406,4 +406,5 @@ impl Drop for Mosquitto {
     }
 }
 
+pub mod pki;
 pub mod scenarios;

@@ -33,6 +33,8 @@ pub enum Pace {
 pub struct Plan {
     /// Broker port on 127.0.0.1.
     pub port: u16,
+    /// User name and password every client logs in with (`--auth`).
+    pub login: Option<(String, String)>,
     /// Devices `default/load-0` … `default/load-<devices-1>`.
     pub devices: usize,
     /// Publishing connections.
@@ -131,8 +133,11 @@ fn now_ms() -> u128 {
         .unwrap_or(0)
 }
 
-fn options(client_id: String, port: u16, inflight: usize) -> MqttOptions {
-    let mut o = MqttOptions::new(client_id, "127.0.0.1", port);
+fn options(client_id: String, plan: &Plan, inflight: usize) -> MqttOptions {
+    let mut o = MqttOptions::new(client_id, "127.0.0.1", plan.port);
+    if let Some((user, password)) = &plan.login {
+        o.set_credentials(user, password);
+    }
     o.set_keep_alive(Duration::from_secs(30))
         .set_clean_session(true)
         .set_max_packet_size(MAX_PACKET, MAX_PACKET)
@@ -385,7 +390,7 @@ pub async fn run(plan: Plan) -> Result<Outcome> {
     let mut readies = Vec::new();
     for index in 0..plan.subscribers {
         let name = format!("twin-load-sub-{tag}-{index}");
-        let (client, events) = AsyncClient::new(options(name.clone(), plan.port, 100), 1024);
+        let (client, events) = AsyncClient::new(options(name.clone(), &plan, 100), 1024);
         let filters = subscriber_filters(index, plan.subscribers, plan.devices)
             .into_iter()
             .map(|f| SubscribeFilter::new(f, plan.sub_qos))
@@ -411,7 +416,7 @@ pub async fn run(plan: Plan) -> Result<Outcome> {
     let mut readies = Vec::new();
     for index in 0..plan.publishers {
         let name = format!("twin-load-pub-{tag}-{index}");
-        let (client, events) = AsyncClient::new(options(name.clone(), plan.port, inflight), 10_000);
+        let (client, events) = AsyncClient::new(options(name.clone(), &plan, inflight), 10_000);
         let (ready, readied) = oneshot::channel();
         readies.push(readied);
         drivers.spawn(drive_publisher(events, name, ready, tracker.clone()));

@@ -44,8 +44,12 @@ fn filter(i: usize) -> String {
 }
 
 /// Connects to 127.0.0.1:`port` and subscribes `count` foreign filters, waiting for every
-/// SUBACK; fails when any is refused.
-pub async fn subscribe(port: u16, count: usize) -> Result<Foreign> {
+/// SUBACK, logged in as `login` when given; fails when any is refused.
+pub async fn subscribe(
+    port: u16,
+    count: usize,
+    login: Option<(String, String)>,
+) -> Result<Foreign> {
     let started = Instant::now();
     let mut foreign = Foreign {
         _clients: Vec::new(),
@@ -54,7 +58,7 @@ pub async fn subscribe(port: u16, count: usize) -> Result<Foreign> {
     };
     for (c, first) in (0..count).step_by(PER_CONNECTION).enumerate() {
         let last = (first + PER_CONNECTION).min(count);
-        let (client, driver) = connection(port, c, first..last).await?;
+        let (client, driver) = connection(port, c, first..last, login.as_ref()).await?;
         foreign._clients.push(client);
         foreign.drivers.push(driver);
     }
@@ -67,8 +71,12 @@ async fn connection(
     port: u16,
     index: usize,
     range: std::ops::Range<usize>,
+    login: Option<&(String, String)>,
 ) -> Result<(AsyncClient, JoinHandle<()>)> {
     let mut options = MqttOptions::new(format!("twin-load-foreign-{index}"), "127.0.0.1", port);
+    if let Some((user, password)) = login {
+        options.set_credentials(user, password);
+    }
     options.set_keep_alive(Duration::from_secs(60));
     options.set_max_packet_size(1024 * 1024, 1024 * 1024);
     let ids: Vec<usize> = range.collect();

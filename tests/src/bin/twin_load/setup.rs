@@ -104,7 +104,12 @@ pub fn wedge_config(
     broker: BrokerSetting,
     session_queue: u32,
     synchronous: &str,
+    users_file: Option<&Path>,
 ) -> Result<String> {
+    let mqtt = match users_file {
+        Some(path) => format!("\x20 mqtt:\n\x20   usersFile: {}\n", yaml_path(path)?),
+        None => String::new(),
+    };
     let (mode, server_key, port) = match broker {
         BrokerSetting::Embedded { port } => (0, "mqttServerInternal", port),
         BrokerSetting::External { port } => (2, "mqttServerExternal", port),
@@ -126,7 +131,8 @@ pub fn wedge_config(
          \x20 store:\n\
          \x20   synchronous: {synchronous}\n\
          \x20 devices:\n\
-         \x20   dir: {devices}\n",
+         \x20   dir: {devices}\n\
+         {mqtt}",
         dmi = yaml_path(&layout.dmi_sock())?,
         devices = yaml_path(&layout.devices_dir())?,
     ))
@@ -225,6 +231,7 @@ mod tests {
             BrokerSetting::Embedded { port: 41883 },
             5000,
             "full",
+            Some(Path::new("/tmp/users.yaml")),
         )
         .unwrap();
         let config = EdgeCoreConfig::from_yaml_str(&text).unwrap();
@@ -246,6 +253,7 @@ mod tests {
             "{yaml}"
         );
         assert!(yaml.contains("synchronous: full"), "{yaml}");
+        assert!(yaml.contains("usersFile: /tmp/users.yaml"), "{yaml}");
     }
 
     #[test]
@@ -255,6 +263,7 @@ mod tests {
             BrokerSetting::External { port: 41999 },
             100,
             "normal",
+            None,
         )
         .unwrap();
         let yaml = EdgeCoreConfig::from_yaml_str(&text).unwrap().to_yaml();
@@ -302,4 +311,37 @@ mod tests {
         let root = mosquitto_config(1999, 70000, true);
         assert!(root.contains("\nuser root\nlistener 1999 127.0.0.1\n"));
     }
+}
+
+/// The user `--auth` runs log in as: name and password.
+pub fn load_login() -> (String, String) {
+    ("twin-load".to_owned(), "twin-load-password".to_owned())
+}
+
+/// Writes the `--auth` users file (mode 600, as the broker requires): the load user may
+/// publish the devices' twin updates and subscribe to their results (and the foreign filters'
+/// topics), nothing else; no anonymous access.
+pub fn write_users_file(layout: &Layout) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let (user, password) = load_login();
+    let hash = wedge_eventbus::access::PasswordHash::derive(
+        password.as_bytes(),
+        b"twin-load-salt",
+        100_000,
+    );
+    let path = layout.root.join("mqtt-users.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "users:\n\
+             - name: {user}\n\
+             \x20 passwordHash: \"{hash}\"\n\
+             \x20 publish: [\"$hw/events/device/{NAMESPACE}/+/twin/update\"]\n\
+             \x20 subscribe: [\"$hw/events/device/{NAMESPACE}/+/twin/update/result\", \"$hw/events/device/{NAMESPACE}/+/twin/+/result\"]\n"
+        ),
+    )
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot restrict {}", path.display()))?;
+    Ok(path)
 }
