@@ -145,6 +145,7 @@ impl Default for BrokerOptions {
 /// the token it was started under is cancelled, or when dropped.
 pub struct EmbeddedBroker {
     router: Arc<Router>,
+    settings: Arc<ConnectionSettings>,
     local_addr: SocketAddr,
     tls_addr: Option<SocketAddr>,
     token: CancellationToken,
@@ -232,7 +233,7 @@ impl EmbeddedBroker {
             listener,
             None,
             router.clone(),
-            settings,
+            settings.clone(),
             slots,
             tasks.clone(),
             stats,
@@ -240,6 +241,7 @@ impl EmbeddedBroker {
         ));
         Ok(EmbeddedBroker {
             router,
+            settings,
             local_addr,
             tls_addr,
             token,
@@ -255,6 +257,24 @@ impl EmbeddedBroker {
     /// The address of the TLS listener, when there is one.
     pub fn tls_local_addr(&self) -> Option<SocketAddr> {
         self.tls_addr
+    }
+
+    /// Serves one client over an already connected byte stream, as the plain listener serves
+    /// an accepted socket (same rules and limits, no connection slot taken); returns when the
+    /// session ends. For transports the broker does not listen on itself, and for driving
+    /// sessions from fuzz targets without sockets.
+    pub async fn serve_stream<S>(&self, stream: S, peer: SocketAddr)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        connection::serve(
+            Box::new(stream),
+            peer,
+            self.router.clone(),
+            self.settings.clone(),
+            self.token.clone(),
+        )
+        .await;
     }
 
     /// An in-process client whose deliveries go to `deliveries`.
