@@ -213,6 +213,39 @@ pub fn mosquitto_config(port: u16, queue: u32, as_root: bool) -> String {
     )
 }
 
+/// The user `--auth` runs log in as: name and password.
+pub fn load_login() -> (String, String) {
+    ("twin-load".to_owned(), "twin-load-password".to_owned())
+}
+
+/// Writes the `--auth` users file (mode 600, as the broker requires): the load user may
+/// publish the devices' twin updates and subscribe to their results (and the foreign filters'
+/// topics), nothing else; no anonymous access.
+pub fn write_users_file(layout: &Layout) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let (user, password) = load_login();
+    let hash = wedge_eventbus::access::PasswordHash::derive(
+        password.as_bytes(),
+        b"twin-load-salt",
+        100_000,
+    );
+    let path = layout.root.join("mqtt-users.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "users:\n\
+             - name: {user}\n\
+             \x20 passwordHash: \"{hash}\"\n\
+             \x20 publish: [\"$hw/events/device/{NAMESPACE}/+/twin/update\"]\n\
+             \x20 subscribe: [\"$hw/events/device/{NAMESPACE}/+/twin/update/result\", \"$hw/events/device/{NAMESPACE}/+/twin/+/result\"]\n"
+        ),
+    )
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot restrict {}", path.display()))?;
+    Ok(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,37 +344,4 @@ mod tests {
         let root = mosquitto_config(1999, 70000, true);
         assert!(root.contains("\nuser root\nlistener 1999 127.0.0.1\n"));
     }
-}
-
-/// The user `--auth` runs log in as: name and password.
-pub fn load_login() -> (String, String) {
-    ("twin-load".to_owned(), "twin-load-password".to_owned())
-}
-
-/// Writes the `--auth` users file (mode 600, as the broker requires): the load user may
-/// publish the devices' twin updates and subscribe to their results (and the foreign filters'
-/// topics), nothing else; no anonymous access.
-pub fn write_users_file(layout: &Layout) -> Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let (user, password) = load_login();
-    let hash = wedge_eventbus::access::PasswordHash::derive(
-        password.as_bytes(),
-        b"twin-load-salt",
-        100_000,
-    );
-    let path = layout.root.join("mqtt-users.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "users:\n\
-             - name: {user}\n\
-             \x20 passwordHash: \"{hash}\"\n\
-             \x20 publish: [\"$hw/events/device/{NAMESPACE}/+/twin/update\"]\n\
-             \x20 subscribe: [\"$hw/events/device/{NAMESPACE}/+/twin/update/result\", \"$hw/events/device/{NAMESPACE}/+/twin/+/result\"]\n"
-        ),
-    )
-    .with_context(|| format!("cannot write {}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("cannot restrict {}", path.display()))?;
-    Ok(path)
 }
