@@ -218,7 +218,7 @@ fn no_client_grows_a_device_past_its_twin_cap_and_twin_get_still_answers() {
     assert!(known.get("code").is_none(), "{known}");
     assert!(node.metric("wedge_devicetwin_over_limit_total").unwrap() >= 1.0);
     println!(
-        "twins on the device: {count}; node RSS {} kB",
+        "twins on the device: {count}; node RSS {}",
         std::fs::read_to_string(format!("/proc/{}/status", node.daemon.pid()))
             .unwrap_or_default()
             .lines()
