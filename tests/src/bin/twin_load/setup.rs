@@ -237,7 +237,7 @@ pub fn write_users_file(layout: &Layout) -> Result<PathBuf> {
              - name: {user}\n\
              \x20 passwordHash: \"{hash}\"\n\
              \x20 publish: [\"$hw/events/device/{NAMESPACE}/+/twin/update\"]\n\
-             \x20 subscribe: [\"$hw/events/device/{NAMESPACE}/+/twin/update/result\", \"$hw/events/device/{NAMESPACE}/+/twin/+/result\"]\n"
+             \x20 subscribe: [\"$hw/events/device/+/twin/update/result\", \"$hw/events/device/+/+/twin/update/result\", \"$hw/events/device/+/+/twin/+/result\"]\n"
         ),
     )
     .with_context(|| format!("cannot write {}", path.display()))?;
