@@ -164,12 +164,15 @@ impl Module for EventBus {
             let tls = if limits.tls.enabled() {
                 let path = |p: &str| (!p.is_empty()).then(|| std::path::PathBuf::from(p));
                 let t = &limits.tls;
-                Some(crate::broker::TlsListener::from_files(
+                let mut listener = crate::broker::TlsListener::from_files(
                     &t.address,
                     std::path::Path::new(&t.cert_file),
                     std::path::Path::new(&t.key_file),
                     path(&t.client_ca_file).as_deref(),
-                )?)
+                )?;
+                listener.max_packet =
+                    (t.max_packet_bytes != 0).then_some(t.max_packet_bytes as usize);
+                Some(listener)
             } else {
                 None
             };

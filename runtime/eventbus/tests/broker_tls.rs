@@ -18,9 +18,19 @@ use wedge_eventbus::Stats;
 use wedge_eventbus::broker::{BrokerOptions, EmbeddedBroker, TlsListener};
 
 async fn broker(pki: &Pki, client_ca: Option<&Path>) -> (EmbeddedBroker, Arc<Stats>, u16, u16) {
+    broker_with(pki, client_ca, None).await
+}
+
+async fn broker_with(
+    pki: &Pki,
+    client_ca: Option<&Path>,
+    max_packet: Option<usize>,
+) -> (EmbeddedBroker, Arc<Stats>, u16, u16) {
     let port = free_port();
-    let tls = TlsListener::from_files("127.0.0.1:0", &pki.server_cert, &pki.server_key, client_ca)
-        .expect("the test PKI is usable");
+    let mut tls =
+        TlsListener::from_files("127.0.0.1:0", &pki.server_cert, &pki.server_key, client_ca)
+            .expect("the test PKI is usable");
+    tls.max_packet = max_packet;
     let stats = Arc::new(Stats::default());
     let b = EmbeddedBroker::start(
         &url(port),
@@ -149,5 +159,34 @@ async fn without_a_client_ca_any_tls_client_may_connect() {
     let (b, stats, _plain, tls) = broker(&pki, None).await;
     assert!(connects(tls_options("anonymous", tls, &pki.ca, None)).await);
     assert_eq!(stats.broker().closed_count("tls_handshake"), 0);
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_listener_keeps_its_own_packet_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki::make(dir.path(), "", "wedge test CA");
+    let (b, stats, plain, tls) = broker_with(&pki, None, Some(8192)).await;
+    let mut secure = TestClient::connect_with(tls_options("secure", tls, &pki.ca, None)).await;
+    secure.subscribe("big/#").await;
+    let mut local = TestClient::connect(plain, "local").await;
+    local.subscribe("big/#").await;
+
+    // 20 KB fits the plain listener's limit, not the TLS one's: the plain subscriber gets it,
+    // the TLS subscriber's copy is skipped and counted, and its connection stays up.
+    local.publish("big/one", vec![b'x'; 20_000]).await;
+    assert_eq!(local.next_publish().await.payload.len(), 20_000);
+    secure.no_publish(Duration::from_millis(300)).await;
+    assert_eq!(stats.broker().undeliverable(), 1);
+    local.publish("big/two", "small").await;
+    assert_eq!(&secure.next_publish().await.payload[..], b"small");
+
+    // The same 20 KB sent on the TLS listener closes that connection.
+    secure.publish("big/three", vec![b'x'; 20_000]).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while stats.broker().closed_count("packet_too_large") < 1 {
+        assert!(tokio::time::Instant::now() < deadline, "not closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     b.stop().await;
 }

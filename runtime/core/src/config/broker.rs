@@ -59,6 +59,10 @@ pub struct BrokerTlsSettings {
     /// TLS); "" = clients are not asked for one.
     #[serde(rename = "clientCAFile")]
     pub client_ca_file: String,
+    /// Largest whole MQTT packet on this listener, in bytes (0 = `wedge.broker.maxPacketBytes`);
+    /// else 4096..=268435455 and <= `wedge.broker.maxPendingBytes`. A delivery larger than a
+    /// client's listener allows is skipped for that client and counted.
+    pub max_packet_bytes: u32,
 }
 
 impl BrokerTlsSettings {
@@ -172,14 +176,32 @@ impl BrokerSettings {
                 ),
             ));
         }
-        self.tls.violations(&mut out);
+        self.tls.violations(self.max_pending_bytes, &mut out);
         out
     }
 }
 
 impl BrokerTlsSettings {
-    fn violations(&self, out: &mut Vec<(String, String)>) {
+    fn violations(&self, max_pending_bytes: u64, out: &mut Vec<(String, String)>) {
         const P: &str = "wedge.broker.tls";
+        if self.max_packet_bytes != 0 {
+            let n = self.max_packet_bytes;
+            if !(4096..=268_435_455).contains(&n) {
+                out.push((
+                    format!("{P}.maxPacketBytes"),
+                    format!(
+                        "must be 0 (wedge.broker.maxPacketBytes) or in 4096..=268435455, got {n}"
+                    ),
+                ));
+            } else if u64::from(n) > max_pending_bytes {
+                out.push((
+                    format!("{P}.maxPacketBytes"),
+                    format!(
+                        "must be <= wedge.broker.maxPendingBytes ({max_pending_bytes}), got {n}"
+                    ),
+                ));
+            }
+        }
         let set = |v: &str| !v.is_empty();
         if !self.enabled() {
             for (key, value) in [
@@ -286,8 +308,16 @@ mod tests {
                 cert_file: "/c.pem".into(),
                 key_file: "/k.pem".into(),
                 client_ca_file: String::new(),
+                max_packet_bytes: 0,
             })
             .is_empty()
+        );
+        assert_eq!(
+            keys(BrokerTlsSettings {
+                max_packet_bytes: 100,
+                ..BrokerTlsSettings::default()
+            }),
+            ["wedge.broker.tls.maxPacketBytes"]
         );
     }
 }

@@ -93,6 +93,8 @@ pub struct TlsListener {
     pub config: Arc<rustls::ServerConfig>,
     /// Whether clients must present a certificate (said at start).
     pub client_certificates: bool,
+    /// Largest whole packet on this listener; `None` = [`BrokerOptions::max_packet`].
+    pub max_packet: Option<usize>,
 }
 
 impl std::fmt::Debug for TlsListener {
@@ -117,6 +119,7 @@ impl TlsListener {
             address: address.to_owned(),
             config: crate::tls::server_config(cert_file, key_file, client_ca_file)?,
             client_certificates: client_ca_file.is_some(),
+            max_packet: None,
         })
     }
 }
@@ -170,6 +173,7 @@ impl EmbeddedBroker {
             }
             None => None,
         };
+        let tls_max_packet = options.tls.as_ref().and_then(|t| t.max_packet);
         let router = Arc::new(Router::new(
             stats.clone(),
             options.max_retained,
@@ -184,6 +188,7 @@ impl EmbeddedBroker {
                 options
                     .max_pending_bytes
                     .max(options.max_packet)
+                    .max(tls_max_packet.unwrap_or(0))
                     .min(Semaphore::MAX_PERMITS),
             )),
         });
@@ -213,8 +218,17 @@ impl EmbeddedBroker {
         let slots = Arc::new(Semaphore::new(max_connections));
         let tls_addr = tls.as_ref().map(|(_, addr, _)| *addr);
         if let Some((listener, addr, acceptor)) = tls {
+            // Its own packet limit, the same partial-packet budget and everything else.
+            let mut tls_settings = (*settings).clone();
+            let max_packet = tls_max_packet.unwrap_or(options.max_packet);
+            tls_settings.limits = Arc::new(WireLimits {
+                max_packet,
+                packet_timeout: settings.limits.packet_timeout,
+                pending: settings.limits.pending.clone(),
+            });
             tracing::info!(
                 %addr,
+                max_packet,
                 client_certificates = options.tls.as_ref().is_some_and(|t| t.client_certificates),
                 "embedded MQTT broker listening with TLS"
             );
@@ -222,7 +236,7 @@ impl EmbeddedBroker {
                 listener,
                 Some(acceptor),
                 router.clone(),
-                settings.clone(),
+                Arc::new(tls_settings),
                 slots.clone(),
                 tasks.clone(),
                 stats.clone(),

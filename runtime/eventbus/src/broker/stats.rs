@@ -68,6 +68,11 @@ impl BrokerStats {
             .map_or(0, |i| self.closed[i].load(Ordering::Relaxed))
     }
 
+    /// Deliveries skipped because they exceed the receiving client's packet limit.
+    pub fn undeliverable(&self) -> u64 {
+        self.undeliverable.load(Ordering::Relaxed)
+    }
+
     /// Writes the broker's families.
     pub(crate) fn write_metrics(&self, w: &mut PromWriter) {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
