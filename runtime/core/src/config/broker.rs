@@ -45,7 +45,8 @@ pub struct BrokerSettings {
 
 /// `wedge.broker.tls`: the embedded broker's TLS listener, beside the plain one on
 /// `mqttServerInternal` (KubeEdge's embedded broker has none). It shares the plain listener's
-/// users file, limits and connection budget.
+/// users file, limits (all but the packet size, which it may set for itself) and connection
+/// budget.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct BrokerTlsSettings {
