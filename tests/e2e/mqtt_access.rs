@@ -59,20 +59,27 @@ fn users_file(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
+/// A node of `hub` with `wedge_extra` in its `wedge:` section.
+fn node_with(hub: &CloudHub, wedge_extra: &str) -> CloudNode {
+    CloudNode::start_with(
+        hub,
+        NodeOptions {
+            wedge_extra,
+            ..NodeOptions::default()
+        },
+    )
+    .unwrap()
+}
+
 #[test]
 fn a_users_file_keeps_each_client_to_its_topics_and_refuses_anonymous_ones() {
     let files = tempfile::tempdir().unwrap();
     let users = users_file(files.path());
     let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
-    let extra = format!("  mqtt:\n    usersFile: {}\n", users.display());
-    let node = CloudNode::start_with(
+    let node = node_with(
         &hub,
-        NodeOptions {
-            wedge_extra: &extra,
-            ..NodeOptions::default()
-        },
-    )
-    .unwrap();
+        &format!("  mqtt:\n    usersFile: {}\n", users.display()),
+    );
     let port = node.mqtt_port;
     assert!(
         node.daemon.log().contains("log-in required"),
@@ -198,14 +205,7 @@ fn the_tls_listener_asks_for_a_client_certificate_then_the_users_file_applies() 
         users = users.display()
     );
     let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
-    let node = CloudNode::start_with(
-        &hub,
-        NodeOptions {
-            wedge_extra: &extra,
-            ..NodeOptions::default()
-        },
-    )
-    .unwrap();
+    let node = node_with(&hub, &extra);
     assert!(
         node.daemon.log().contains("listening with TLS"),
         "{}",
