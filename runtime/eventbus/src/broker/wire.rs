@@ -189,6 +189,9 @@ impl Wire {
             .write(&mut self.write_buf, self.limits.max_packet)
             .map_err(ConnError::Codec)?;
         self.stream.write_all(&self.write_buf).await?;
+        // A no-op on TCP; over TLS it pushes out records the session still holds, which would
+        // otherwise wait for the next write when the socket was full.
+        self.stream.flush().await?;
         if self.write_buf.capacity() > LARGE {
             self.write_buf = BytesMut::with_capacity(4096);
         }
