@@ -83,10 +83,10 @@ pub use twin_handler::TwinHandler;
 pub mod __private {
     #[cfg(feature = "mapper")]
     pub use crate::bindings::mapper;
-    #[cfg(feature = "mapper")]
-    pub use crate::mapper::MapperExport;
     #[cfg(feature = "twin-handler")]
     pub use crate::bindings::twin_handler;
+    #[cfg(feature = "mapper")]
+    pub use crate::mapper::MapperExport;
     #[cfg(feature = "twin-handler")]
     pub use crate::twin_handler::TwinHandlerExport;
 }

@@ -69,7 +69,12 @@ pub trait Mapper: Sized {
     fn poll(&mut self, device: &str) -> Result<(), String>;
 
     /// Writes a desired value to the device.
-    fn write_property(&mut self, device: &str, property: &str, value: TwinValue) -> Result<(), String>;
+    fn write_property(
+        &mut self,
+        device: &str,
+        property: &str,
+        value: TwinValue,
+    ) -> Result<(), String>;
 }
 
 /// Adapter from a [`Mapper`] to the generated export trait. Not public API.

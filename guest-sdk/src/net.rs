@@ -74,7 +74,9 @@ impl TcpStream {
         let peer: SocketAddr = addr.trim().parse().map_err(|_| {
             io::Error::new(
                 ErrorKind::InvalidInput,
-                format!("invalid endpoint {addr:?}: expected an IP address and port, like 127.0.0.1:502"),
+                format!(
+                    "invalid endpoint {addr:?}: expected an IP address and port, like 127.0.0.1:502"
+                ),
             )
         })?;
         TcpStream::connect_addr(peer, timeout)
@@ -90,7 +92,10 @@ impl TcpStream {
     /// ```
     pub fn connect_addr(peer: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
         if timeout.is_zero() {
-            return Err(io::Error::new(ErrorKind::InvalidInput, "connect timeout must not be zero"));
+            return Err(io::Error::new(
+                ErrorKind::InvalidInput,
+                "connect timeout must not be zero",
+            ));
         }
         let deadline = Instant::now().checked_add(timeout);
         let (family, remote) = match peer {
@@ -98,7 +103,10 @@ impl TcpStream {
                 let [b0, b1, b2, b3] = a.ip().octets();
                 (
                     IpAddressFamily::Ipv4,
-                    IpSocketAddress::Ipv4(Ipv4SocketAddress { port: a.port(), address: (b0, b1, b2, b3) }),
+                    IpSocketAddress::Ipv4(Ipv4SocketAddress {
+                        port: a.port(),
+                        address: (b0, b1, b2, b3),
+                    }),
                 )
             }
             SocketAddr::V6(a) => {
@@ -117,8 +125,11 @@ impl TcpStream {
         let what = || format!("connect to {peer}");
 
         let network = instance_network::instance_network();
-        let socket = tcp_create_socket::create_tcp_socket(family).map_err(|e| socket_error(e, &what()))?;
-        socket.start_connect(&network, remote).map_err(|e| socket_error(e, &what()))?;
+        let socket =
+            tcp_create_socket::create_tcp_socket(family).map_err(|e| socket_error(e, &what()))?;
+        socket
+            .start_connect(&network, remote)
+            .map_err(|e| socket_error(e, &what()))?;
         let ready = socket.subscribe();
         let (input, output) = loop {
             match socket.finish_connect() {
@@ -136,7 +147,14 @@ impl TcpStream {
         };
         drop(ready);
         drop(network);
-        Ok(TcpStream { input, output, socket, peer, read_timeout: None, write_timeout: None })
+        Ok(TcpStream {
+            input,
+            output,
+            socket,
+            peer,
+            read_timeout: None,
+            write_timeout: None,
+        })
     }
 
     /// The address this stream is connected to.
@@ -206,7 +224,9 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let deadline = self.read_timeout.and_then(|t| Instant::now().checked_add(t));
+        let deadline = self
+            .read_timeout
+            .and_then(|t| Instant::now().checked_add(t));
         loop {
             match self.input.read(buf.len() as u64) {
                 Ok(data) if data.is_empty() => {
@@ -257,10 +277,14 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let deadline = self.write_timeout.and_then(|t| Instant::now().checked_add(t));
+        let deadline = self
+            .write_timeout
+            .and_then(|t| Instant::now().checked_add(t));
         let room = self.writable(deadline)?;
         let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-        self.output.write(&buf[..n]).map_err(|e| self.write_error(e))?;
+        self.output
+            .write(&buf[..n])
+            .map_err(|e| self.write_error(e))?;
         Ok(n)
     }
 
@@ -289,7 +313,9 @@ impl TcpStream {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn flush(&mut self) -> io::Result<()> {
-        let deadline = self.write_timeout.and_then(|t| Instant::now().checked_add(t));
+        let deadline = self
+            .write_timeout
+            .and_then(|t| Instant::now().checked_add(t));
         self.output.flush().map_err(|e| self.write_error(e))?;
         // After a flush, `check-write` reports room only once the flush has completed.
         self.writable(deadline).map(|_| ())
@@ -309,7 +335,9 @@ impl TcpStream {
             Shutdown::Write => ShutdownType::Send,
             Shutdown::Both => ShutdownType::Both,
         };
-        self.socket.shutdown(how).map_err(|e| socket_error(e, &format!("shutdown of {}", self.peer)))
+        self.socket
+            .shutdown(how)
+            .map_err(|e| socket_error(e, &format!("shutdown of {}", self.peer)))
     }
 
     /// Waits until the output stream takes at least one byte; returns how many it takes.
@@ -337,7 +365,9 @@ impl TcpStream {
                 ErrorKind::BrokenPipe,
                 format!("write to {}: connection closed", self.peer),
             ),
-            StreamError::LastOperationFailed(e) => stream_error(e, &format!("write to {}", self.peer)),
+            StreamError::LastOperationFailed(e) => {
+                stream_error(e, &format!("write to {}", self.peer))
+            }
         }
     }
 }
@@ -370,7 +400,10 @@ impl Write for TcpStream {
 
 fn checked_timeout(timeout: Option<Duration>) -> io::Result<Option<Duration>> {
     match timeout {
-        Some(t) if t.is_zero() => Err(io::Error::new(ErrorKind::InvalidInput, "timeout must not be zero")),
+        Some(t) if t.is_zero() => Err(io::Error::new(
+            ErrorKind::InvalidInput,
+            "timeout must not be zero",
+        )),
         t => Ok(t),
     }
 }

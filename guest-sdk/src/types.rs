@@ -289,7 +289,11 @@ impl Property {
     /// let p = Property::new("setpoint", "int", "{}");
     /// assert_eq!(p.collect_cycle, None);
     /// ```
-    pub fn new(name: impl Into<String>, value_type: impl Into<String>, visitor: impl Into<String>) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        value_type: impl Into<String>,
+        visitor: impl Into<String>,
+    ) -> Self {
         Property {
             name: name.into(),
             value_type: value_type.into(),
@@ -319,7 +323,8 @@ impl Property {
     /// assert!(err.starts_with("property t: invalid visitor:"), "{err}");
     /// ```
     pub fn visitor_as<T: DeserializeOwned>(&self) -> Result<T, String> {
-        parse_json(&self.visitor).map_err(|e| format!("property {}: invalid visitor: {e}", self.name))
+        parse_json(&self.visitor)
+            .map_err(|e| format!("property {}: invalid visitor: {e}", self.name))
     }
 }
 

@@ -67,16 +67,25 @@ impl Visitor {
     /// Checks the visitor's values.
     pub fn validate(&self) -> Result<(), String> {
         if self.is_register() && !matches!(self.limit, 1 | 2) {
-            return Err(format!("limit must be 1 or 2 registers, got {}", self.limit));
+            return Err(format!(
+                "limit must be 1 or 2 registers, got {}",
+                self.limit
+            ));
         }
         if self.is_register() && usize::from(self.offset) + usize::from(self.limit) > 0x1_0000 {
-            return Err(format!("offset {} + limit {} runs past 65535", self.offset, self.limit));
+            return Err(format!(
+                "offset {} + limit {} runs past 65535",
+                self.offset, self.limit
+            ));
         }
         if self.format == Some(Format::Float) && self.limit != 2 {
             return Err("format float needs limit 2 (a 32-bit register pair)".to_string());
         }
         if !self.scale.is_finite() || self.scale == 0.0 {
-            return Err(format!("scale must be a finite non-zero number, got {}", self.scale));
+            return Err(format!(
+                "scale must be a finite non-zero number, got {}",
+                self.scale
+            ));
         }
         Ok(())
     }
@@ -123,7 +132,11 @@ impl Visitor {
         let format = self.format(kind);
         let x = match (self.limit, regs) {
             (1, [w]) => {
-                let raw = if format == Format::Int { f64::from(*w as i16) } else { f64::from(*w) };
+                let raw = if format == Format::Int {
+                    f64::from(*w as i16)
+                } else {
+                    f64::from(*w)
+                };
                 self.scaled(raw)
             }
             (2, [a, b]) => {
@@ -143,7 +156,13 @@ impl Visitor {
                     self.scaled(f64::from(bits))
                 }
             }
-            _ => return Err(format!("expected {} registers, got {}", self.limit, regs.len())),
+            _ => {
+                return Err(format!(
+                    "expected {} registers, got {}",
+                    self.limit,
+                    regs.len()
+                ));
+            }
         };
         Ok(match kind {
             ValueType::Float => TwinValue::Float(x),
@@ -159,7 +178,11 @@ impl Visitor {
             return raw;
         }
         let x = raw * self.scale;
-        let decimals = self.scale.to_string().split_once('.').map_or(0, |(_, d)| d.len());
+        let decimals = self
+            .scale
+            .to_string()
+            .split_once('.')
+            .map_or(0, |(_, d)| d.len());
         if decimals == 0 || decimals > 12 {
             return x;
         }
@@ -178,7 +201,10 @@ impl Visitor {
             Table::DiscreteInput => {
                 Err("discrete inputs are read-only (use a Coil to write)".to_string())
             }
-            Table::Coil => Ok(Request::WriteSingleCoil { address, value: to_bool(value)? }),
+            Table::Coil => Ok(Request::WriteSingleCoil {
+                address,
+                value: to_bool(value)?,
+            }),
             Table::HoldingRegister => {
                 let x = match value {
                     TwinValue::Boolean(b) => f64::from(u8::from(*b)),
@@ -203,11 +229,16 @@ impl Visitor {
                             r as i16 as u16
                         } else {
                             if !(0.0..=f64::from(u16::MAX)).contains(&r) {
-                                return Err(format!("{r} does not fit an unsigned 16-bit register"));
+                                return Err(format!(
+                                    "{r} does not fit an unsigned 16-bit register"
+                                ));
                             }
                             r as u16
                         };
-                        Ok(Request::WriteSingleRegister { address, value: word })
+                        Ok(Request::WriteSingleRegister {
+                            address,
+                            value: word,
+                        })
                     }
                     _ => {
                         let bits = if format == Format::Float {
@@ -225,13 +256,19 @@ impl Visitor {
                                 r as i32 as u32
                             } else {
                                 if !(0.0..=f64::from(u32::MAX)).contains(&r) {
-                                    return Err(format!("{r} does not fit an unsigned 32-bit value"));
+                                    return Err(format!(
+                                        "{r} does not fit an unsigned 32-bit value"
+                                    ));
                                 }
                                 r as u32
                             }
                         };
                         let (hi, lo) = ((bits >> 16) as u16, bits as u16);
-                        let values = if self.swap_words { vec![lo, hi] } else { vec![hi, lo] };
+                        let values = if self.swap_words {
+                            vec![lo, hi]
+                        } else {
+                            vec![hi, lo]
+                        };
                         Ok(Request::WriteMultipleRegisters { address, values })
                     }
                 }
@@ -249,9 +286,13 @@ fn to_bool(value: &TwinValue) -> Result<bool, String> {
         TwinValue::Text(s) => match s.trim().to_ascii_lowercase().as_str() {
             "true" | "on" | "1" => Ok(true),
             "false" | "off" | "0" => Ok(false),
-            _ => Err(format!("cannot write {s:?} to a coil (expected true/false)")),
+            _ => Err(format!(
+                "cannot write {s:?} to a coil (expected true/false)"
+            )),
         },
-        v => Err(format!("cannot write {v} to a coil (expected true/false, 0/1)")),
+        v => Err(format!(
+            "cannot write {v} to a coil (expected true/false, 0/1)"
+        )),
     }
 }
 
@@ -268,16 +309,41 @@ mod tests {
     #[test]
     fn parses_visitors() {
         let v = visitor(r#"{"register":"HoldingRegister","offset":2}"#);
-        assert_eq!((v.limit, v.scale, v.swap_words, v.format), (1, 1.0, false, None));
+        assert_eq!(
+            (v.limit, v.scale, v.swap_words, v.format),
+            (1, 1.0, false, None)
+        );
         assert_eq!(v.format(ValueType::Float), Format::Uint);
-        assert_eq!(v.read_request(), Request::ReadHoldingRegisters { address: 2, count: 1 });
-        let v = visitor(r#"{"register":"InputRegister","offset":0,"limit":2,"isRegisterSwap":true}"#);
+        assert_eq!(
+            v.read_request(),
+            Request::ReadHoldingRegisters {
+                address: 2,
+                count: 1
+            }
+        );
+        let v =
+            visitor(r#"{"register":"InputRegister","offset":0,"limit":2,"isRegisterSwap":true}"#);
         assert!(v.swap_words);
-        assert_eq!(v.read_request(), Request::ReadInputRegisters { address: 0, count: 2 });
-        assert_eq!(visitor(r#"{"register":"Coil","offset":5}"#).read_request(), Request::ReadCoils { address: 5, count: 1 });
+        assert_eq!(
+            v.read_request(),
+            Request::ReadInputRegisters {
+                address: 0,
+                count: 2
+            }
+        );
+        assert_eq!(
+            visitor(r#"{"register":"Coil","offset":5}"#).read_request(),
+            Request::ReadCoils {
+                address: 5,
+                count: 1
+            }
+        );
         assert_eq!(
             visitor(r#"{"register":"DiscreteInput","offset":5,"limit":2}"#).read_request(),
-            Request::ReadDiscreteInputs { address: 5, count: 1 }
+            Request::ReadDiscreteInputs {
+                address: 5,
+                count: 1
+            }
         );
         for bad in [
             r#"{"register":"HoldingRegister","offset":0,"limit":3}"#,
@@ -294,34 +360,81 @@ mod tests {
     #[test]
     fn decodes_16_bit() {
         let v = visitor(r#"{"register":"HoldingRegister","offset":0,"scale":0.1}"#);
-        assert_eq!(v.decode_registers(ValueType::Float, &[215]).unwrap(), TwinValue::Float(21.5));
-        assert_eq!(v.decode_registers(ValueType::Float, &[3]).unwrap(), TwinValue::Float(0.3));
-        assert_eq!(v.decode_registers(ValueType::Int, &[215]).unwrap(), TwinValue::Integer(22));
-        assert_eq!(v.decode_registers(ValueType::Float, &[0xFFFF]).unwrap(), TwinValue::Float(6553.5));
+        assert_eq!(
+            v.decode_registers(ValueType::Float, &[215]).unwrap(),
+            TwinValue::Float(21.5)
+        );
+        assert_eq!(
+            v.decode_registers(ValueType::Float, &[3]).unwrap(),
+            TwinValue::Float(0.3)
+        );
+        assert_eq!(
+            v.decode_registers(ValueType::Int, &[215]).unwrap(),
+            TwinValue::Integer(22)
+        );
+        assert_eq!(
+            v.decode_registers(ValueType::Float, &[0xFFFF]).unwrap(),
+            TwinValue::Float(6553.5)
+        );
         let s = visitor(r#"{"register":"HoldingRegister","offset":0,"format":"int"}"#);
-        assert_eq!(s.decode_registers(ValueType::Int, &[0xFFFE]).unwrap(), TwinValue::Integer(-2));
-        assert_eq!(s.decode_registers(ValueType::Boolean, &[0]).unwrap(), TwinValue::Boolean(false));
+        assert_eq!(
+            s.decode_registers(ValueType::Int, &[0xFFFE]).unwrap(),
+            TwinValue::Integer(-2)
+        );
+        assert_eq!(
+            s.decode_registers(ValueType::Boolean, &[0]).unwrap(),
+            TwinValue::Boolean(false)
+        );
         assert!(s.decode_registers(ValueType::Int, &[1, 2]).is_err());
     }
 
     #[test]
     fn decodes_32_bit() {
         let v = visitor(r#"{"register":"HoldingRegister","offset":0,"limit":2}"#);
-        assert_eq!(v.decode_registers(ValueType::Int, &[0x0001, 0x0002]).unwrap(), TwinValue::Integer(65538));
+        assert_eq!(
+            v.decode_registers(ValueType::Int, &[0x0001, 0x0002])
+                .unwrap(),
+            TwinValue::Integer(65538)
+        );
         // 21.3f32 = 0x41AA6666
-        assert_eq!(v.decode_registers(ValueType::Float, &[0x41AA, 0x6666]).unwrap(), TwinValue::Float(21.3));
-        let sw = visitor(r#"{"register":"HoldingRegister","offset":0,"limit":2,"swap_words":true}"#);
-        assert_eq!(sw.decode_registers(ValueType::Float, &[0x6666, 0x41AA]).unwrap(), TwinValue::Float(21.3));
-        assert_eq!(sw.decode_registers(ValueType::Int, &[0x0002, 0x0001]).unwrap(), TwinValue::Integer(65538));
-        let s = visitor(r#"{"register":"InputRegister","offset":0,"limit":2,"format":"int","scale":0.01}"#);
-        assert_eq!(s.decode_registers(ValueType::Float, &[0xFFFF, 0xFF38]).unwrap(), TwinValue::Float(-2.0));
-        assert!(v.decode_registers(ValueType::Float, &[0x7FC0, 0x0000]).is_err()); // NaN
+        assert_eq!(
+            v.decode_registers(ValueType::Float, &[0x41AA, 0x6666])
+                .unwrap(),
+            TwinValue::Float(21.3)
+        );
+        let sw =
+            visitor(r#"{"register":"HoldingRegister","offset":0,"limit":2,"swap_words":true}"#);
+        assert_eq!(
+            sw.decode_registers(ValueType::Float, &[0x6666, 0x41AA])
+                .unwrap(),
+            TwinValue::Float(21.3)
+        );
+        assert_eq!(
+            sw.decode_registers(ValueType::Int, &[0x0002, 0x0001])
+                .unwrap(),
+            TwinValue::Integer(65538)
+        );
+        let s = visitor(
+            r#"{"register":"InputRegister","offset":0,"limit":2,"format":"int","scale":0.01}"#,
+        );
+        assert_eq!(
+            s.decode_registers(ValueType::Float, &[0xFFFF, 0xFF38])
+                .unwrap(),
+            TwinValue::Float(-2.0)
+        );
+        assert!(
+            v.decode_registers(ValueType::Float, &[0x7FC0, 0x0000])
+                .is_err()
+        ); // NaN
     }
 
     #[test]
     fn decodes_bits() {
         let v = visitor(r#"{"register":"Coil","offset":0}"#);
-        assert_eq!(v.decode_bit(ValueType::Boolean, true), TwinValue::Boolean(true));
+        assert_eq!(
+            v.decode_bit(ValueType::Boolean, true),
+            TwinValue::Boolean(true)
+        );
         assert_eq!(v.decode_bit(ValueType::Int, true), TwinValue::Integer(1));
         assert_eq!(v.decode_bit(ValueType::Float, false), TwinValue::Float(0.0));
     }
@@ -330,48 +443,92 @@ mod tests {
     fn encodes_writes() {
         let v = visitor(r#"{"register":"HoldingRegister","offset":4,"scale":0.1}"#);
         assert_eq!(
-            v.write_request(ValueType::Float, &TwinValue::Float(21.5)).unwrap(),
-            Request::WriteSingleRegister { address: 4, value: 215 }
+            v.write_request(ValueType::Float, &TwinValue::Float(21.5))
+                .unwrap(),
+            Request::WriteSingleRegister {
+                address: 4,
+                value: 215
+            }
         );
-        assert!(v.write_request(ValueType::Float, &TwinValue::Float(-1.0)).is_err());
-        assert!(v.write_request(ValueType::Float, &TwinValue::Float(6553.6)).is_err());
+        assert!(
+            v.write_request(ValueType::Float, &TwinValue::Float(-1.0))
+                .is_err()
+        );
+        assert!(
+            v.write_request(ValueType::Float, &TwinValue::Float(6553.6))
+                .is_err()
+        );
         let s = visitor(r#"{"register":"HoldingRegister","offset":4,"format":"int"}"#);
         assert_eq!(
-            s.write_request(ValueType::Int, &TwinValue::Integer(-2)).unwrap(),
-            Request::WriteSingleRegister { address: 4, value: 0xFFFE }
+            s.write_request(ValueType::Int, &TwinValue::Integer(-2))
+                .unwrap(),
+            Request::WriteSingleRegister {
+                address: 4,
+                value: 0xFFFE
+            }
         );
         let f = visitor(r#"{"register":"HoldingRegister","offset":8,"limit":2}"#);
         assert_eq!(
-            f.write_request(ValueType::Float, &TwinValue::Float(21.3)).unwrap(),
-            Request::WriteMultipleRegisters { address: 8, values: vec![0x41AA, 0x6666] }
+            f.write_request(ValueType::Float, &TwinValue::Float(21.3))
+                .unwrap(),
+            Request::WriteMultipleRegisters {
+                address: 8,
+                values: vec![0x41AA, 0x6666]
+            }
         );
-        let fs = visitor(r#"{"register":"HoldingRegister","offset":8,"limit":2,"swap_words":true}"#);
+        let fs =
+            visitor(r#"{"register":"HoldingRegister","offset":8,"limit":2,"swap_words":true}"#);
         assert_eq!(
-            fs.write_request(ValueType::Int, &TwinValue::Integer(65538)).unwrap(),
-            Request::WriteMultipleRegisters { address: 8, values: vec![0x0002, 0x0001] }
+            fs.write_request(ValueType::Int, &TwinValue::Integer(65538))
+                .unwrap(),
+            Request::WriteMultipleRegisters {
+                address: 8,
+                values: vec![0x0002, 0x0001]
+            }
         );
         assert_eq!(
-            f.write_request(ValueType::Int, &TwinValue::Text("7".into())).unwrap(),
-            Request::WriteMultipleRegisters { address: 8, values: vec![0, 7] }
+            f.write_request(ValueType::Int, &TwinValue::Text("7".into()))
+                .unwrap(),
+            Request::WriteMultipleRegisters {
+                address: 8,
+                values: vec![0, 7]
+            }
         );
         let c = visitor(r#"{"register":"Coil","offset":1}"#);
         assert_eq!(
-            c.write_request(ValueType::Boolean, &TwinValue::Boolean(true)).unwrap(),
-            Request::WriteSingleCoil { address: 1, value: true }
+            c.write_request(ValueType::Boolean, &TwinValue::Boolean(true))
+                .unwrap(),
+            Request::WriteSingleCoil {
+                address: 1,
+                value: true
+            }
         );
         assert_eq!(
-            c.write_request(ValueType::Boolean, &TwinValue::Text("off".into())).unwrap(),
-            Request::WriteSingleCoil { address: 1, value: false }
+            c.write_request(ValueType::Boolean, &TwinValue::Text("off".into()))
+                .unwrap(),
+            Request::WriteSingleCoil {
+                address: 1,
+                value: false
+            }
         );
-        assert!(c.write_request(ValueType::Boolean, &TwinValue::Integer(2)).is_err());
+        assert!(
+            c.write_request(ValueType::Boolean, &TwinValue::Integer(2))
+                .is_err()
+        );
     }
 
     #[test]
     fn read_only_tables_refuse_writes() {
         let i = visitor(r#"{"register":"InputRegister","offset":0}"#);
-        let err = i.write_request(ValueType::Int, &TwinValue::Integer(1)).unwrap_err();
+        let err = i
+            .write_request(ValueType::Int, &TwinValue::Integer(1))
+            .unwrap_err();
         assert!(err.contains("read-only"), "{err}");
         let d = visitor(r#"{"register":"DiscreteInput","offset":0}"#);
-        assert!(d.write_request(ValueType::Boolean, &TwinValue::Boolean(true)).unwrap_err().contains("read-only"));
+        assert!(
+            d.write_request(ValueType::Boolean, &TwinValue::Boolean(true))
+                .unwrap_err()
+                .contains("read-only")
+        );
     }
 }

@@ -154,7 +154,9 @@ impl Request {
     pub fn validate(&self) -> Result<(), Error> {
         let check = |address: u16, count: usize, max: u16| {
             if count == 0 || count > usize::from(max) {
-                return Err(Error::InvalidRequest(format!("quantity {count} is outside 1..={max}")));
+                return Err(Error::InvalidRequest(format!(
+                    "quantity {count} is outside 1..={max}"
+                )));
             }
             if usize::from(address) + count > 0x1_0000 {
                 return Err(Error::InvalidRequest(format!(
@@ -164,7 +166,8 @@ impl Request {
             Ok(())
         };
         match self {
-            Request::ReadCoils { address, count } | Request::ReadDiscreteInputs { address, count } => {
+            Request::ReadCoils { address, count }
+            | Request::ReadDiscreteInputs { address, count } => {
                 check(*address, usize::from(*count), MAX_READ_BITS)
             }
             Request::ReadHoldingRegisters { address, count }
@@ -242,10 +245,16 @@ impl Header {
             unit_id: b[6],
         };
         if h.protocol_id != 0 {
-            return Err(Error::Protocol(format!("protocol id {} is not 0 (Modbus)", h.protocol_id)));
+            return Err(Error::Protocol(format!(
+                "protocol id {} is not 0 (Modbus)",
+                h.protocol_id
+            )));
         }
         if h.length < 2 || usize::from(h.length) > MAX_PDU_LEN + 1 {
-            return Err(Error::Protocol(format!("MBAP length {} is outside 2..=254", h.length)));
+            return Err(Error::Protocol(format!(
+                "MBAP length {} is outside 2..=254",
+                h.length
+            )));
         }
         Ok(h)
     }
@@ -254,7 +263,12 @@ impl Header {
 /// A whole ADU for `request`.
 pub fn encode_adu(transaction_id: u16, unit_id: u8, request: &Request) -> Vec<u8> {
     let pdu = request.encode_pdu();
-    let header = Header { transaction_id, protocol_id: 0, length: (pdu.len() + 1) as u16, unit_id };
+    let header = Header {
+        transaction_id,
+        protocol_id: 0,
+        length: (pdu.len() + 1) as u16,
+        unit_id,
+    };
     let mut adu = Vec::with_capacity(MBAP_LEN + pdu.len());
     adu.extend_from_slice(&header.encode());
     adu.extend_from_slice(&pdu);
@@ -279,8 +293,14 @@ pub fn decode_pdu(request: &Request, pdu: &[u8]) -> Result<Response, Error> {
     };
     if function == expected | 0x80 {
         return match pdu {
-            [_, code] => Err(Error::Exception { function: expected, code: *code }),
-            _ => Err(Error::Protocol(format!("exception response of {} bytes, not 2", pdu.len()))),
+            [_, code] => Err(Error::Exception {
+                function: expected,
+                code: *code,
+            }),
+            _ => Err(Error::Protocol(format!(
+                "exception response of {} bytes, not 2",
+                pdu.len()
+            ))),
         };
     }
     if function != expected {
@@ -294,18 +314,26 @@ pub fn decode_pdu(request: &Request, pdu: &[u8]) -> Result<Response, Error> {
             let count = usize::from(*count);
             let bytes = count.div_ceil(8);
             let bits = counted(data, bytes)?;
-            Ok(Response::Bits((0..count).map(|i| bits[i / 8] & (1 << (i % 8)) != 0).collect()))
+            Ok(Response::Bits(
+                (0..count)
+                    .map(|i| bits[i / 8] & (1 << (i % 8)) != 0)
+                    .collect(),
+            ))
         }
         Request::ReadHoldingRegisters { count, .. } | Request::ReadInputRegisters { count, .. } => {
             let regs = counted(data, usize::from(*count) * 2)?;
             Ok(Response::Registers(
-                regs.chunks_exact(2).map(|w| u16::from_be_bytes([w[0], w[1]])).collect(),
+                regs.chunks_exact(2)
+                    .map(|w| u16::from_be_bytes([w[0], w[1]]))
+                    .collect(),
             ))
         }
         Request::WriteSingleCoil { .. } | Request::WriteSingleRegister { .. } => {
             let sent = request.encode_pdu();
             if pdu != sent.as_slice() {
-                return Err(Error::Protocol(format!("write echo {pdu:02x?} differs from the request {sent:02x?}")));
+                return Err(Error::Protocol(format!(
+                    "write echo {pdu:02x?} differs from the request {sent:02x?}"
+                )));
             }
             Ok(Response::Written)
         }
@@ -313,7 +341,9 @@ pub fn decode_pdu(request: &Request, pdu: &[u8]) -> Result<Response, Error> {
             let mut echo = address.to_be_bytes().to_vec();
             echo.extend_from_slice(&(values.len() as u16).to_be_bytes());
             if data != echo.as_slice() {
-                return Err(Error::Protocol(format!("write echo {data:02x?} differs from {echo:02x?}")));
+                return Err(Error::Protocol(format!(
+                    "write echo {data:02x?} differs from {echo:02x?}"
+                )));
             }
             Ok(Response::Written)
         }
@@ -346,7 +376,11 @@ pub struct Client<S> {
 impl<S: Read + Write> Client<S> {
     /// A client talking to unit `unit_id` over `stream`.
     pub fn new(stream: S, unit_id: u8) -> Self {
-        Client { stream, unit_id, next_transaction: 1 }
+        Client {
+            stream,
+            unit_id,
+            next_transaction: 1,
+        }
     }
 
     /// The stream, e.g. to inspect it in tests.
@@ -360,7 +394,8 @@ impl<S: Read + Write> Client<S> {
         request.validate()?;
         let tid = self.next_transaction;
         self.next_transaction = self.next_transaction.wrapping_add(1);
-        self.stream.write_all(&encode_adu(tid, self.unit_id, request))?;
+        self.stream
+            .write_all(&encode_adu(tid, self.unit_id, request))?;
         self.stream.flush()?;
         for _ in 0..=MAX_STALE_ANSWERS {
             let (header, pdu) = read_adu(&mut self.stream)?;
@@ -375,11 +410,18 @@ impl<S: Read + Write> Client<S> {
             }
             return decode_pdu(request, &pdu);
         }
-        Err(Error::Protocol(format!("no answer with transaction id {tid}")))
+        Err(Error::Protocol(format!(
+            "no answer with transaction id {tid}"
+        )))
     }
 
     /// Reads registers (`input` chooses function 04 over 03).
-    pub fn read_registers(&mut self, input: bool, address: u16, count: u16) -> Result<Vec<u16>, Error> {
+    pub fn read_registers(
+        &mut self,
+        input: bool,
+        address: u16,
+        count: u16,
+    ) -> Result<Vec<u16>, Error> {
         let request = if input {
             Request::ReadInputRegisters { address, count }
         } else {
@@ -392,7 +434,12 @@ impl<S: Read + Write> Client<S> {
     }
 
     /// Reads bits (`discrete` chooses function 02 over 01).
-    pub fn read_bits(&mut self, discrete: bool, address: u16, count: u16) -> Result<Vec<bool>, Error> {
+    pub fn read_bits(
+        &mut self,
+        discrete: bool,
+        address: u16,
+        count: u16,
+    ) -> Result<Vec<bool>, Error> {
         let request = if discrete {
             Request::ReadDiscreteInputs { address, count }
         } else {
@@ -418,7 +465,10 @@ mod tests {
 
     impl Scripted {
         fn new(replies: &[&[u8]]) -> Self {
-            Scripted { written: Vec::new(), replies: Cursor::new(replies.concat()) }
+            Scripted {
+                written: Vec::new(),
+                replies: Cursor::new(replies.concat()),
+            }
         }
     }
 
@@ -442,82 +492,238 @@ mod tests {
 
     #[test]
     fn encodes_requests() {
-        let read = Request::ReadHoldingRegisters { address: 0x006B, count: 3 };
-        assert_eq!(encode_adu(1, 0x11, &read), [0, 1, 0, 0, 0, 6, 0x11, 0x03, 0x00, 0x6B, 0x00, 0x03]);
+        let read = Request::ReadHoldingRegisters {
+            address: 0x006B,
+            count: 3,
+        };
         assert_eq!(
-            Request::ReadCoils { address: 19, count: 19 }.encode_pdu(),
+            encode_adu(1, 0x11, &read),
+            [0, 1, 0, 0, 0, 6, 0x11, 0x03, 0x00, 0x6B, 0x00, 0x03]
+        );
+        assert_eq!(
+            Request::ReadCoils {
+                address: 19,
+                count: 19
+            }
+            .encode_pdu(),
             [0x01, 0x00, 0x13, 0x00, 0x13]
         );
-        assert_eq!(Request::ReadDiscreteInputs { address: 196, count: 22 }.encode_pdu()[0], 0x02);
-        assert_eq!(Request::ReadInputRegisters { address: 8, count: 1 }.encode_pdu(), [0x04, 0, 8, 0, 1]);
         assert_eq!(
-            Request::WriteSingleCoil { address: 172, value: true }.encode_pdu(),
+            Request::ReadDiscreteInputs {
+                address: 196,
+                count: 22
+            }
+            .encode_pdu()[0],
+            0x02
+        );
+        assert_eq!(
+            Request::ReadInputRegisters {
+                address: 8,
+                count: 1
+            }
+            .encode_pdu(),
+            [0x04, 0, 8, 0, 1]
+        );
+        assert_eq!(
+            Request::WriteSingleCoil {
+                address: 172,
+                value: true
+            }
+            .encode_pdu(),
             [0x05, 0x00, 0xAC, 0xFF, 0x00]
         );
         assert_eq!(
-            Request::WriteSingleCoil { address: 172, value: false }.encode_pdu(),
+            Request::WriteSingleCoil {
+                address: 172,
+                value: false
+            }
+            .encode_pdu(),
             [0x05, 0x00, 0xAC, 0x00, 0x00]
         );
         assert_eq!(
-            Request::WriteSingleRegister { address: 1, value: 3 }.encode_pdu(),
+            Request::WriteSingleRegister {
+                address: 1,
+                value: 3
+            }
+            .encode_pdu(),
             [0x06, 0x00, 0x01, 0x00, 0x03]
         );
-        let multi = Request::WriteMultipleRegisters { address: 1, values: vec![0x000A, 0x0102] };
-        assert_eq!(multi.encode_pdu(), [0x10, 0x00, 0x01, 0x00, 0x02, 0x04, 0x00, 0x0A, 0x01, 0x02]);
-        assert_eq!(encode_adu(0xBEEF, 1, &multi)[..7], [0xBE, 0xEF, 0, 0, 0, 11, 1]);
+        let multi = Request::WriteMultipleRegisters {
+            address: 1,
+            values: vec![0x000A, 0x0102],
+        };
+        assert_eq!(
+            multi.encode_pdu(),
+            [0x10, 0x00, 0x01, 0x00, 0x02, 0x04, 0x00, 0x0A, 0x01, 0x02]
+        );
+        assert_eq!(
+            encode_adu(0xBEEF, 1, &multi)[..7],
+            [0xBE, 0xEF, 0, 0, 0, 11, 1]
+        );
     }
 
     #[test]
     fn validates_quantities() {
-        assert!(Request::ReadHoldingRegisters { address: 0, count: 125 }.validate().is_ok());
-        assert!(Request::ReadHoldingRegisters { address: 0, count: 126 }.validate().is_err());
-        assert!(Request::ReadCoils { address: 0, count: 0 }.validate().is_err());
-        assert!(Request::ReadCoils { address: 0, count: 2000 }.validate().is_ok());
-        assert!(Request::ReadInputRegisters { address: 65535, count: 2 }.validate().is_err());
-        assert!(Request::ReadInputRegisters { address: 65535, count: 1 }.validate().is_ok());
-        assert!(Request::WriteMultipleRegisters { address: 0, values: vec![0; 124] }.validate().is_err());
-        assert!(Request::WriteMultipleRegisters { address: 0, values: vec![] }.validate().is_err());
+        assert!(
+            Request::ReadHoldingRegisters {
+                address: 0,
+                count: 125
+            }
+            .validate()
+            .is_ok()
+        );
+        assert!(
+            Request::ReadHoldingRegisters {
+                address: 0,
+                count: 126
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Request::ReadCoils {
+                address: 0,
+                count: 0
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Request::ReadCoils {
+                address: 0,
+                count: 2000
+            }
+            .validate()
+            .is_ok()
+        );
+        assert!(
+            Request::ReadInputRegisters {
+                address: 65535,
+                count: 2
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Request::ReadInputRegisters {
+                address: 65535,
+                count: 1
+            }
+            .validate()
+            .is_ok()
+        );
+        assert!(
+            Request::WriteMultipleRegisters {
+                address: 0,
+                values: vec![0; 124]
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Request::WriteMultipleRegisters {
+                address: 0,
+                values: vec![]
+            }
+            .validate()
+            .is_err()
+        );
     }
 
     #[test]
     fn decodes_responses() {
-        let coils = Request::ReadCoils { address: 19, count: 19 };
-        let Response::Bits(bits) = decode_pdu(&coils, &[0x01, 0x03, 0xCD, 0x6B, 0x05]).unwrap() else {
+        let coils = Request::ReadCoils {
+            address: 19,
+            count: 19,
+        };
+        let Response::Bits(bits) = decode_pdu(&coils, &[0x01, 0x03, 0xCD, 0x6B, 0x05]).unwrap()
+        else {
             panic!()
         };
         assert_eq!(bits.len(), 19);
-        assert_eq!(&bits[..8], &[true, false, true, true, false, false, true, true]);
+        assert_eq!(
+            &bits[..8],
+            &[true, false, true, true, false, false, true, true]
+        );
         assert_eq!(&bits[16..], &[true, false, true]);
 
-        let regs = Request::ReadHoldingRegisters { address: 0x6B, count: 3 };
+        let regs = Request::ReadHoldingRegisters {
+            address: 0x6B,
+            count: 3,
+        };
         assert_eq!(
             decode_pdu(&regs, &[0x03, 0x06, 0x02, 0x2B, 0x00, 0x00, 0x00, 0x64]).unwrap(),
             Response::Registers(vec![0x022B, 0, 0x64])
         );
-        let w = Request::WriteSingleRegister { address: 1, value: 3 };
-        assert_eq!(decode_pdu(&w, &[0x06, 0, 1, 0, 3]).unwrap(), Response::Written);
-        assert!(matches!(decode_pdu(&w, &[0x06, 0, 1, 0, 4]), Err(Error::Protocol(_))));
-        let m = Request::WriteMultipleRegisters { address: 1, values: vec![1, 2] };
-        assert_eq!(decode_pdu(&m, &[0x10, 0, 1, 0, 2]).unwrap(), Response::Written);
-        let c = Request::WriteSingleCoil { address: 172, value: true };
-        assert_eq!(decode_pdu(&c, &[0x05, 0x00, 0xAC, 0xFF, 0x00]).unwrap(), Response::Written);
+        let w = Request::WriteSingleRegister {
+            address: 1,
+            value: 3,
+        };
+        assert_eq!(
+            decode_pdu(&w, &[0x06, 0, 1, 0, 3]).unwrap(),
+            Response::Written
+        );
+        assert!(matches!(
+            decode_pdu(&w, &[0x06, 0, 1, 0, 4]),
+            Err(Error::Protocol(_))
+        ));
+        let m = Request::WriteMultipleRegisters {
+            address: 1,
+            values: vec![1, 2],
+        };
+        assert_eq!(
+            decode_pdu(&m, &[0x10, 0, 1, 0, 2]).unwrap(),
+            Response::Written
+        );
+        let c = Request::WriteSingleCoil {
+            address: 172,
+            value: true,
+        };
+        assert_eq!(
+            decode_pdu(&c, &[0x05, 0x00, 0xAC, 0xFF, 0x00]).unwrap(),
+            Response::Written
+        );
     }
 
     #[test]
     fn rejects_malformed_responses() {
-        let regs = Request::ReadHoldingRegisters { address: 0, count: 2 };
-        for pdu in [&[][..], &[0x03, 0x04, 0, 1, 0], &[0x03, 0x02, 0, 1], &[0x04, 0x04, 0, 1, 0, 2], &[0x83]] {
-            assert!(matches!(decode_pdu(&regs, pdu), Err(Error::Protocol(_))), "{pdu:02x?}");
+        let regs = Request::ReadHoldingRegisters {
+            address: 0,
+            count: 2,
+        };
+        for pdu in [
+            &[][..],
+            &[0x03, 0x04, 0, 1, 0],
+            &[0x03, 0x02, 0, 1],
+            &[0x04, 0x04, 0, 1, 0, 2],
+            &[0x83],
+        ] {
+            assert!(
+                matches!(decode_pdu(&regs, pdu), Err(Error::Protocol(_))),
+                "{pdu:02x?}"
+            );
         }
     }
 
     #[test]
     fn exceptions_are_errors() {
-        let regs = Request::ReadHoldingRegisters { address: 500, count: 1 };
+        let regs = Request::ReadHoldingRegisters {
+            address: 500,
+            count: 1,
+        };
         let err = decode_pdu(&regs, &[0x83, 0x02]).unwrap_err();
-        assert!(matches!(err, Error::Exception { function: 0x03, code: 0x02 }));
+        assert!(matches!(
+            err,
+            Error::Exception {
+                function: 0x03,
+                code: 0x02
+            }
+        ));
         assert!(!err.breaks_connection());
-        assert_eq!(err.to_string(), "modbus exception 0x02 (illegal data address) for function 0x03");
+        assert_eq!(
+            err.to_string(),
+            "modbus exception 0x02 (illegal data address) for function 0x03"
+        );
     }
 
     #[test]
@@ -541,7 +747,11 @@ mod tests {
         assert_eq!(client.read_bits(false, 3, 1).unwrap(), vec![true]);
         assert_eq!(
             client.stream().written,
-            [[0, 1, 0, 0, 0, 6, 7, 0x03, 0, 10, 0, 1], [0, 2, 0, 0, 0, 6, 7, 0x01, 0, 3, 0, 1]].concat()
+            [
+                [0, 1, 0, 0, 0, 6, 7, 0x03, 0, 10, 0, 1],
+                [0, 2, 0, 0, 0, 6, 7, 0x01, 0, 3, 0, 1]
+            ]
+            .concat()
         );
     }
 
@@ -559,8 +769,19 @@ mod tests {
     fn client_reports_exceptions_and_eof() {
         let stream = Scripted::new(&[&[0, 1, 0, 0, 0, 3, 1, 0x86, 0x03]]);
         let mut client = Client::new(stream, 1);
-        let err = client.call(&Request::WriteSingleRegister { address: 0, value: 1 }).unwrap_err();
-        assert!(matches!(err, Error::Exception { function: 0x06, code: 0x03 }));
+        let err = client
+            .call(&Request::WriteSingleRegister {
+                address: 0,
+                value: 1,
+            })
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            Error::Exception {
+                function: 0x06,
+                code: 0x03
+            }
+        ));
         // The script is exhausted: the next call sees EOF, which breaks the connection.
         let err = client.read_registers(false, 0, 1).unwrap_err();
         assert!(matches!(&err, Error::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof));
@@ -571,6 +792,9 @@ mod tests {
     fn client_rejects_wrong_unit() {
         let stream = Scripted::new(&[&[0, 1, 0, 0, 0, 5, 2, 0x03, 0x02, 0, 1]]);
         let mut client = Client::new(stream, 1);
-        assert!(matches!(client.read_registers(false, 0, 1), Err(Error::Protocol(_))));
+        assert!(matches!(
+            client.read_registers(false, 0, 1),
+            Err(Error::Protocol(_))
+        ));
     }
 }

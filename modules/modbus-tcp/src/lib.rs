@@ -106,13 +106,19 @@ impl Mapper for ModbusTcp {
         if config.timeout_ms == 0 {
             return Err("invalid config: timeout_ms must be positive".to_string());
         }
-        Ok(ModbusTcp { config, devices: HashMap::new() })
+        Ok(ModbusTcp {
+            config,
+            devices: HashMap::new(),
+        })
     }
 
     fn add_device(&mut self, device: Device) -> Result<(), String> {
         let pc: ProtocolConfig = device.protocol_config_as()?;
         let address: SocketAddr = pc.address.trim().parse().map_err(|_| {
-            format!("device {}: address {:?} is not an ip:port", device.id, pc.address)
+            format!(
+                "device {}: address {:?} is not an ip:port",
+                device.id, pc.address
+            )
         })?;
         let timeout_ms = pc.timeout_ms.unwrap_or(self.config.timeout_ms);
         if timeout_ms == 0 {
@@ -124,7 +130,12 @@ impl Mapper for ModbusTcp {
             visitor
                 .validate()
                 .map_err(|e| format!("device {} property {}: {e}", device.id, property.name))?;
-            points.push(Point { kind: property.kind(), property, visitor, last_read: None });
+            points.push(Point {
+                kind: property.kind(),
+                property,
+                visitor,
+                last_read: None,
+            });
         }
         wedge_guest::info!(
             "device {} at {address} unit {} with {} properties",
@@ -154,7 +165,10 @@ impl Mapper for ModbusTcp {
     }
 
     fn poll(&mut self, id: &str) -> Result<(), String> {
-        let dev = self.devices.get_mut(id).ok_or_else(|| format!("unknown device {id}"))?;
+        let dev = self
+            .devices
+            .get_mut(id)
+            .ok_or_else(|| format!("unknown device {id}"))?;
         let now = Instant::now();
         let mut first_error: Option<String> = None;
         for i in 0..dev.points.len() {
@@ -164,7 +178,9 @@ impl Mapper for ModbusTcp {
             }
             let (name, kind, visitor) = (p.property.name.clone(), p.kind, p.visitor.clone());
             let value = match dev.call(&visitor.read_request()) {
-                Ok(Response::Bits(bits)) if bits.len() == 1 => Ok(visitor.decode_bit(kind, bits[0])),
+                Ok(Response::Bits(bits)) if bits.len() == 1 => {
+                    Ok(visitor.decode_bit(kind, bits[0]))
+                }
                 Ok(Response::Registers(regs)) => visitor.decode_registers(kind, &regs),
                 Ok(other) => Err(format!("unexpected response {other:?}")),
                 Err(e) if e.breaks_connection() => {
@@ -174,7 +190,9 @@ impl Mapper for ModbusTcp {
                 }
                 Err(e) => Err(e.to_string()),
             };
-            match value.and_then(|v| report::actual(id, &name, v).map_err(|e| format!("report: {e}"))) {
+            match value
+                .and_then(|v| report::actual(id, &name, v).map_err(|e| format!("report: {e}")))
+            {
                 Ok(()) => dev.points[i].last_read = Some(now),
                 Err(e) => {
                     wedge_guest::warn!("{id}/{name}: {e}");
@@ -187,7 +205,10 @@ impl Mapper for ModbusTcp {
     }
 
     fn write_property(&mut self, id: &str, property: &str, value: TwinValue) -> Result<(), String> {
-        let dev = self.devices.get_mut(id).ok_or_else(|| format!("unknown device {id}"))?;
+        let dev = self
+            .devices
+            .get_mut(id)
+            .ok_or_else(|| format!("unknown device {id}"))?;
         let point = dev
             .points
             .iter_mut()

@@ -76,7 +76,11 @@ type Unit = (&'static str, f64, f64);
 const UNITS: &[(&str, &[Unit])] = &[
     (
         "temperature",
-        &[("c", 1.0, 0.0), ("f", 5.0 / 9.0, -32.0 * 5.0 / 9.0), ("k", 1.0, -273.15)],
+        &[
+            ("c", 1.0, 0.0),
+            ("f", 5.0 / 9.0, -32.0 * 5.0 / 9.0),
+            ("k", 1.0, -273.15),
+        ],
     ),
     (
         "pressure",
@@ -91,7 +95,16 @@ const UNITS: &[(&str, &[Unit])] = &[
             ("atm", 101_325.0, 0.0),
         ],
     ),
-    ("length", &[("m", 1.0, 0.0), ("cm", 0.01, 0.0), ("mm", 0.001, 0.0), ("in", 0.0254, 0.0), ("ft", 0.3048, 0.0)]),
+    (
+        "length",
+        &[
+            ("m", 1.0, 0.0),
+            ("cm", 0.01, 0.0),
+            ("mm", 0.001, 0.0),
+            ("in", 0.0254, 0.0),
+            ("ft", 0.3048, 0.0),
+        ],
+    ),
 ];
 
 fn unit(name: &str) -> Option<(&'static str, f64, f64)> {
@@ -103,7 +116,10 @@ fn unit(name: &str) -> Option<(&'static str, f64, f64)> {
         n => n,
     };
     UNITS.iter().find_map(|(dim, units)| {
-        units.iter().find(|(n, _, _)| *n == name).map(|&(_, f, o)| (*dim, f, o))
+        units
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|&(_, f, o)| (*dim, f, o))
     })
 }
 
@@ -111,10 +127,15 @@ fn conversion(from: &str, to: &str) -> Result<Conversion, String> {
     let (from_dim, f1, o1) = unit(from).ok_or_else(|| format!("unknown unit {from:?}"))?;
     let (to_dim, f2, o2) = unit(to).ok_or_else(|| format!("unknown unit {to:?}"))?;
     if from_dim != to_dim {
-        return Err(format!("cannot convert {from} ({from_dim}) to {to} ({to_dim})"));
+        return Err(format!(
+            "cannot convert {from} ({from_dim}) to {to} ({to_dim})"
+        ));
     }
     // base = x * f1 + o1;  to = (base - o2) / f2
-    Ok(Conversion { factor: f1 / f2, offset: (o1 - o2) / f2 })
+    Ok(Conversion {
+        factor: f1 / f2,
+        offset: (o1 - o2) / f2,
+    })
 }
 
 impl Rules {
@@ -181,13 +202,21 @@ impl Rules {
                 Err(reason) => return Verdict::Reject(reason),
             }
         }
-        if value == update.value { Verdict::Accept } else { Verdict::Replace(value) }
+        if value == update.value {
+            Verdict::Accept
+        } else {
+            Verdict::Replace(value)
+        }
     }
 }
 
 impl Rule {
     fn applies_to(&self, u: &TwinUpdate) -> bool {
-        let side = if u.desired { Side::Desired } else { Side::Actual };
+        let side = if u.desired {
+            Side::Desired
+        } else {
+            Side::Actual
+        };
         let source = match u.source {
             UpdateSource::Mapper => Source::Mapper,
             UpdateSource::Cloud => Source::Cloud,
@@ -221,7 +250,11 @@ impl Rule {
         if let Some(max) = self.max.filter(|&m| x > m) {
             match self.action {
                 Action::Reject => {
-                    return Err(format!("{} {} is above the maximum {max}", self.property, fmt_num(x)));
+                    return Err(format!(
+                        "{} {} is above the maximum {max}",
+                        self.property,
+                        fmt_num(x)
+                    ));
                 }
                 Action::Clamp => x = if integer { max.floor() } else { max },
             }
@@ -229,12 +262,20 @@ impl Rule {
         if let Some(min) = self.min.filter(|&m| x < m) {
             match self.action {
                 Action::Reject => {
-                    return Err(format!("{} {} is below the minimum {min}", self.property, fmt_num(x)));
+                    return Err(format!(
+                        "{} {} is below the minimum {min}",
+                        self.property,
+                        fmt_num(x)
+                    ));
                 }
                 Action::Clamp => x = if integer { min.ceil() } else { min },
             }
         }
-        Ok(if integer { TwinValue::Integer(x.round() as i64) } else { TwinValue::Float(x) })
+        Ok(if integer {
+            TwinValue::Integer(x.round() as i64)
+        } else {
+            TwinValue::Float(x)
+        })
     }
 }
 
@@ -289,8 +330,14 @@ mod tests {
     #[test]
     fn clamps() {
         let r = rules();
-        assert_eq!(r.apply(&update("humidity", 120.5)), Verdict::Replace(TwinValue::Float(100.0)));
-        assert_eq!(r.apply(&update("humidity", -3)), Verdict::Replace(TwinValue::Integer(0)));
+        assert_eq!(
+            r.apply(&update("humidity", 120.5)),
+            Verdict::Replace(TwinValue::Float(100.0))
+        );
+        assert_eq!(
+            r.apply(&update("humidity", -3)),
+            Verdict::Replace(TwinValue::Integer(0))
+        );
         assert_eq!(r.apply(&update("humidity", 55)), Verdict::Accept);
     }
 
@@ -301,11 +348,23 @@ mod tests {
             panic!("expected a float replacement");
         };
         assert!((kpa - 100.0).abs() < 1e-3, "{kpa}");
-        assert_eq!(r.apply(&update("pressure", 30)), Verdict::Replace(TwinValue::Integer(207)));
-        assert_eq!(r.apply(&update("oven", 212.0)), Verdict::Replace(TwinValue::Float(100.0)));
-        assert_eq!(r.apply(&update("oven", 98.6)), Verdict::Replace(TwinValue::Float(37.0)));
+        assert_eq!(
+            r.apply(&update("pressure", 30)),
+            Verdict::Replace(TwinValue::Integer(207))
+        );
+        assert_eq!(
+            r.apply(&update("oven", 212.0)),
+            Verdict::Replace(TwinValue::Float(100.0))
+        );
+        assert_eq!(
+            r.apply(&update("oven", 98.6)),
+            Verdict::Replace(TwinValue::Float(37.0))
+        );
         // converted first, then clamped in the target unit
-        assert_eq!(r.apply(&update("oven", 600.0)), Verdict::Replace(TwinValue::Float(250.0)));
+        assert_eq!(
+            r.apply(&update("oven", 600.0)),
+            Verdict::Replace(TwinValue::Float(250.0))
+        );
         let c = conversion("kpa", "psi").unwrap();
         assert!((100.0 * c.factor + c.offset - 14.5038).abs() < 1e-3);
         let c = conversion("c", "f").unwrap();
@@ -335,18 +394,36 @@ mod tests {
         assert_eq!(r.apply(&update("setpoint", 40)), Verdict::Accept);
         let mut u = update("setpoint", 40);
         u.desired = true;
-        assert_eq!(r.apply(&u), Verdict::Reject("setpoint 40 is above the maximum 30".into()));
+        assert_eq!(
+            r.apply(&u),
+            Verdict::Reject("setpoint 40 is above the maximum 30".into())
+        );
     }
 
     #[test]
     fn bad_configs() {
         for (config, needle) in [
-            (r#"{"rules":[{"property":"p","min":5,"max":1}]}"#, "is above max"),
-            (r#"{"rules":[{"property":"p","from_unit":"psi","to_unit":"c"}]}"#, "cannot convert"),
-            (r#"{"rules":[{"property":"p","from_unit":"psi"}]}"#, "go together"),
-            (r#"{"rules":[{"property":"p","from_unit":"psi","to_unit":"furlong"}]}"#, "unknown unit"),
+            (
+                r#"{"rules":[{"property":"p","min":5,"max":1}]}"#,
+                "is above max",
+            ),
+            (
+                r#"{"rules":[{"property":"p","from_unit":"psi","to_unit":"c"}]}"#,
+                "cannot convert",
+            ),
+            (
+                r#"{"rules":[{"property":"p","from_unit":"psi"}]}"#,
+                "go together",
+            ),
+            (
+                r#"{"rules":[{"property":"p","from_unit":"psi","to_unit":"furlong"}]}"#,
+                "unknown unit",
+            ),
             (r#"{"rules":[{"property":"p"}]}"#, "needs min/max"),
-            (r#"{"rules":[{"property":"p","max":1,"action":"explode"}]}"#, "unknown variant"),
+            (
+                r#"{"rules":[{"property":"p","max":1,"action":"explode"}]}"#,
+                "unknown variant",
+            ),
             (r#"{"rules":[{"property":"p","mx":1}]}"#, "unknown field"),
         ] {
             let err = Rules::from_json(config).unwrap_err();

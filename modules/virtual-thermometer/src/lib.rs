@@ -52,7 +52,12 @@ struct SignalParams {
 
 impl Default for SignalParams {
     fn default() -> Self {
-        SignalParams { signal: Signal::Sine, base: 20.0, amplitude: 5.0, period_s: 60.0 }
+        SignalParams {
+            signal: Signal::Sine,
+            base: 20.0,
+            amplitude: 5.0,
+            period_s: 60.0,
+        }
     }
 }
 
@@ -65,7 +70,10 @@ impl SignalParams {
             period_s: o.period_s.unwrap_or(self.period_s),
         };
         if !(p.period_s.is_finite() && p.period_s > 0.0) {
-            return Err(format!("period_s must be a positive number, got {}", p.period_s));
+            return Err(format!(
+                "period_s must be a positive number, got {}",
+                p.period_s
+            ));
         }
         if !p.base.is_finite() || !p.amplitude.is_finite() {
             return Err("base and amplitude must be finite numbers".to_string());
@@ -78,7 +86,9 @@ impl SignalParams {
         match self.signal {
             Signal::Constant => self.base,
             Signal::Sine => self.base + self.amplitude * (TAU * t / self.period_s).sin(),
-            Signal::Ramp => self.base + self.amplitude * (t.rem_euclid(self.period_s) / self.period_s),
+            Signal::Ramp => {
+                self.base + self.amplitude * (t.rem_euclid(self.period_s) / self.period_s)
+            }
         }
     }
 }
@@ -104,15 +114,22 @@ struct VirtualThermometer {
 impl Mapper for VirtualThermometer {
     fn init(config: &str) -> Result<Self, String> {
         let o: SignalOverride = wedge_guest::parse_config(config)?;
-        let defaults = SignalParams::default().with(&o).map_err(|e| format!("invalid config: {e}"))?;
+        let defaults = SignalParams::default()
+            .with(&o)
+            .map_err(|e| format!("invalid config: {e}"))?;
         wedge_guest::info!("virtual-thermometer ready: {defaults:?}");
-        Ok(VirtualThermometer { defaults, devices: HashMap::new() })
+        Ok(VirtualThermometer {
+            defaults,
+            devices: HashMap::new(),
+        })
     }
 
     fn add_device(&mut self, device: Device) -> Result<(), String> {
         let o: SignalOverride = device.protocol_config_as()?;
-        let device_params =
-            self.defaults.with(&o).map_err(|e| format!("device {}: {e}", device.id))?;
+        let device_params = self
+            .defaults
+            .with(&o)
+            .map_err(|e| format!("device {}: {e}", device.id))?;
         let mut properties = BTreeMap::new();
         for p in device.properties {
             let o: SignalOverride = p.visitor_as()?;
@@ -121,11 +138,22 @@ impl Mapper for VirtualThermometer {
                 .map_err(|e| format!("device {} property {}: {e}", device.id, p.name))?;
             properties.insert(
                 p.name.clone(),
-                SimProperty { property: p, params, stored: None, last_collected: None },
+                SimProperty {
+                    property: p,
+                    params,
+                    stored: None,
+                    last_collected: None,
+                },
             );
         }
         wedge_guest::info!("simulating {} ({} properties)", device.id, properties.len());
-        self.devices.insert(device.id, SimDevice { properties, online_reported: false });
+        self.devices.insert(
+            device.id,
+            SimDevice {
+                properties,
+                online_reported: false,
+            },
+        );
         Ok(())
     }
 
@@ -136,9 +164,15 @@ impl Mapper for VirtualThermometer {
     }
 
     fn poll(&mut self, device: &str) -> Result<(), String> {
-        let dev = self.devices.get_mut(device).ok_or_else(|| format!("unknown device {device}"))?;
+        let dev = self
+            .devices
+            .get_mut(device)
+            .ok_or_else(|| format!("unknown device {device}"))?;
         let now = SystemTime::now();
-        let t = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs_f64();
+        let t = now
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64();
         let mut first_error = None;
         for (name, p) in dev.properties.iter_mut() {
             if !due(&p.property, p.last_collected, now) {
@@ -162,14 +196,22 @@ impl Mapper for VirtualThermometer {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn write_property(&mut self, device: &str, property: &str, value: TwinValue) -> Result<(), String> {
-        let dev = self.devices.get_mut(device).ok_or_else(|| format!("unknown device {device}"))?;
+    fn write_property(
+        &mut self,
+        device: &str,
+        property: &str,
+        value: TwinValue,
+    ) -> Result<(), String> {
+        let dev = self
+            .devices
+            .get_mut(device)
+            .ok_or_else(|| format!("unknown device {device}"))?;
         let p = dev
             .properties
             .get_mut(property)
             .ok_or_else(|| format!("device {device} has no property {property}"))?;
-        let value = coerce(p.property.kind(), value)
-            .map_err(|e| format!("{device}/{property}: {e}"))?;
+        let value =
+            coerce(p.property.kind(), value).map_err(|e| format!("{device}/{property}: {e}"))?;
         wedge_guest::info!("{device}/{property} set to {value}");
         p.stored = Some(value);
         // Report it on the next poll whatever the property's collect cycle.
@@ -202,15 +244,29 @@ fn signal_value(kind: ValueType, params: &SignalParams, t: f64) -> TwinValue {
 
 /// Converts a desired value to the property's declared type, refusing lossy conversions.
 fn coerce(kind: ValueType, value: TwinValue) -> Result<TwinValue, String> {
-    let bad = |v: &TwinValue| format!("expected a value of type {}, got {} {v}", kind.name(), v.type_name());
+    let bad = |v: &TwinValue| {
+        format!(
+            "expected a value of type {}, got {} {v}",
+            kind.name(),
+            v.type_name()
+        )
+    };
     match kind {
-        ValueType::Float => value.as_f64().map(TwinValue::Float).ok_or_else(|| bad(&value)),
-        ValueType::Int => value.as_i64().map(TwinValue::Integer).ok_or_else(|| bad(&value)),
+        ValueType::Float => value
+            .as_f64()
+            .map(TwinValue::Float)
+            .ok_or_else(|| bad(&value)),
+        ValueType::Int => value
+            .as_i64()
+            .map(TwinValue::Integer)
+            .ok_or_else(|| bad(&value)),
         ValueType::Boolean => match value {
             TwinValue::Boolean(_) => Ok(value),
             TwinValue::Integer(0) => Ok(TwinValue::Boolean(false)),
             TwinValue::Integer(1) => Ok(TwinValue::Boolean(true)),
-            TwinValue::Text(ref s) if s == "true" || s == "false" => Ok(TwinValue::Boolean(s == "true")),
+            TwinValue::Text(ref s) if s == "true" || s == "false" => {
+                Ok(TwinValue::Boolean(s == "true"))
+            }
             v => Err(bad(&v)),
         },
         ValueType::Text => Ok(TwinValue::Text(value.to_string())),
@@ -225,13 +281,24 @@ mod tests {
 
     #[test]
     fn signals() {
-        let p = SignalParams { signal: Signal::Sine, base: 20.0, amplitude: 5.0, period_s: 60.0 };
+        let p = SignalParams {
+            signal: Signal::Sine,
+            base: 20.0,
+            amplitude: 5.0,
+            period_s: 60.0,
+        };
         assert!((p.at(15.0) - 25.0).abs() < 1e-9);
         assert!((p.at(45.0) - 15.0).abs() < 1e-9);
-        let r = SignalParams { signal: Signal::Ramp, ..p };
+        let r = SignalParams {
+            signal: Signal::Ramp,
+            ..p
+        };
         assert!((r.at(30.0) - 22.5).abs() < 1e-9);
         assert!((r.at(60.0) - 20.0).abs() < 1e-9);
-        let c = SignalParams { signal: Signal::Constant, ..p };
+        let c = SignalParams {
+            signal: Signal::Constant,
+            ..p
+        };
         assert_eq!(c.at(12345.0), 20.0);
     }
 
@@ -249,13 +316,33 @@ mod tests {
 
     #[test]
     fn typed_values() {
-        let p = SignalParams { signal: Signal::Constant, base: 20.6, amplitude: 0.0, period_s: 1.0 };
-        assert_eq!(signal_value(ValueType::Int, &p, 0.0), TwinValue::Integer(21));
-        assert_eq!(signal_value(ValueType::Float, &p, 0.0), TwinValue::Float(20.6));
-        assert_eq!(signal_value(ValueType::Boolean, &p, 0.0), TwinValue::Boolean(true));
-        assert_eq!(coerce(ValueType::Int, TwinValue::Float(22.0)), Ok(TwinValue::Integer(22)));
+        let p = SignalParams {
+            signal: Signal::Constant,
+            base: 20.6,
+            amplitude: 0.0,
+            period_s: 1.0,
+        };
+        assert_eq!(
+            signal_value(ValueType::Int, &p, 0.0),
+            TwinValue::Integer(21)
+        );
+        assert_eq!(
+            signal_value(ValueType::Float, &p, 0.0),
+            TwinValue::Float(20.6)
+        );
+        assert_eq!(
+            signal_value(ValueType::Boolean, &p, 0.0),
+            TwinValue::Boolean(true)
+        );
+        assert_eq!(
+            coerce(ValueType::Int, TwinValue::Float(22.0)),
+            Ok(TwinValue::Integer(22))
+        );
         assert!(coerce(ValueType::Int, TwinValue::Float(22.5)).is_err());
-        assert_eq!(coerce(ValueType::Float, TwinValue::Integer(22)), Ok(TwinValue::Float(22.0)));
+        assert_eq!(
+            coerce(ValueType::Float, TwinValue::Integer(22)),
+            Ok(TwinValue::Float(22.0))
+        );
         assert!(coerce(ValueType::Float, TwinValue::Text("x".into())).is_err());
     }
 }

@@ -16,7 +16,9 @@ struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { endpoint: "127.0.0.1:1".to_string() }
+        Config {
+            endpoint: "127.0.0.1:1".to_string(),
+        }
     }
 }
 
@@ -27,7 +29,9 @@ struct BlockingConnect {
 impl Mapper for BlockingConnect {
     fn init(config: &str) -> Result<Self, String> {
         let config: Config = wedge_guest::parse_config(config)?;
-        Ok(BlockingConnect { endpoint: config.endpoint })
+        Ok(BlockingConnect {
+            endpoint: config.endpoint,
+        })
     }
 
     fn add_device(&mut self, _device: Device) -> Result<(), String> {
@@ -38,12 +42,20 @@ impl Mapper for BlockingConnect {
 
     fn poll(&mut self, _device: &str) -> Result<(), String> {
         match TcpStream::connect(&self.endpoint, Duration::from_secs(600)) {
-            Ok(_) => Err(format!("test-blocking-connect: connected to {}", self.endpoint)),
+            Ok(_) => Err(format!(
+                "test-blocking-connect: connected to {}",
+                self.endpoint
+            )),
             Err(e) => Err(e.to_string()),
         }
     }
 
-    fn write_property(&mut self, _device: &str, _property: &str, _value: TwinValue) -> Result<(), String> {
+    fn write_property(
+        &mut self,
+        _device: &str,
+        _property: &str,
+        _value: TwinValue,
+    ) -> Result<(), String> {
         Err("test-blocking-connect: read-only".to_string())
     }
 }

@@ -14,7 +14,9 @@ struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { topic: "wedge/forbidden".to_string() }
+        Config {
+            topic: "wedge/forbidden".to_string(),
+        }
     }
 }
 
@@ -25,7 +27,9 @@ struct ForbiddenPublish {
 impl TwinHandler for ForbiddenPublish {
     fn init(config: &str) -> Result<Self, String> {
         let config: Config = wedge_guest::parse_config(config)?;
-        Ok(ForbiddenPublish { topic: config.topic })
+        Ok(ForbiddenPublish {
+            topic: config.topic,
+        })
     }
 
     fn on_update(&mut self, update: &TwinUpdate) -> Verdict {

@@ -16,7 +16,9 @@ struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { endpoint: "127.0.0.1:9".to_string() }
+        Config {
+            endpoint: "127.0.0.1:9".to_string(),
+        }
     }
 }
 
@@ -27,7 +29,9 @@ struct ForbiddenSocket {
 impl Mapper for ForbiddenSocket {
     fn init(config: &str) -> Result<Self, String> {
         let config: Config = wedge_guest::parse_config(config)?;
-        Ok(ForbiddenSocket { endpoint: config.endpoint })
+        Ok(ForbiddenSocket {
+            endpoint: config.endpoint,
+        })
     }
 
     fn add_device(&mut self, _device: Device) -> Result<(), String> {
@@ -46,7 +50,12 @@ impl Mapper for ForbiddenSocket {
         }
     }
 
-    fn write_property(&mut self, _device: &str, _property: &str, _value: TwinValue) -> Result<(), String> {
+    fn write_property(
+        &mut self,
+        _device: &str,
+        _property: &str,
+        _value: TwinValue,
+    ) -> Result<(), String> {
         Err("test-forbidden-socket: read-only".to_string())
     }
 }

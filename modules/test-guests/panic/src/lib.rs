@@ -12,7 +12,10 @@ impl TwinHandler for Panic {
 
     fn on_update(&mut self, update: &TwinUpdate) -> Verdict {
         if update.value.as_str() == Some("panic") {
-            panic!("test-panic: asked to panic by {}/{}", update.device, update.property);
+            panic!(
+                "test-panic: asked to panic by {}/{}",
+                update.device, update.property
+            );
         }
         Verdict::Accept
     }

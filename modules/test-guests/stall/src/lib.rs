@@ -21,7 +21,12 @@ struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { init_sleep_ms: 0, touch_mib: 0, sleep_ms: 60_000, flood_bytes: 1 << 20 }
+        Config {
+            init_sleep_ms: 0,
+            touch_mib: 0,
+            sleep_ms: 60_000,
+            flood_bytes: 1 << 20,
+        }
     }
 }
 
@@ -46,7 +51,10 @@ impl TwinHandler for Stall {
             page[0] = 0xA5;
         }
         std::hint::black_box(&hoard);
-        Ok(Stall { config, _hoard: hoard })
+        Ok(Stall {
+            config,
+            _hoard: hoard,
+        })
     }
 
     fn on_update(&mut self, update: &TwinUpdate) -> Verdict {
