@@ -15,6 +15,8 @@
 //! the others), and exports only the world whose export macro it invokes.
 //!
 //! ```no_run
+//! # #[cfg(feature = "twin-handler")] // (the SDK's own doc tests run once per feature)
+//! # mod example {
 //! // Cargo.toml: crate-type = ["cdylib"],
 //! // wedge-guest = { path = "../guest-sdk", features = ["twin-handler"] }
 //! use wedge_guest::{TwinHandler, TwinUpdate, Verdict};
@@ -37,6 +39,7 @@
 //! }
 //!
 //! wedge_guest::export_twin_handler!(Limit);
+//! # }
 //! ```
 //!
 //! Build with a rustup toolchain: `cargo build --release --target wasm32-wasip2`; the output
