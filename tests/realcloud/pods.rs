@@ -183,6 +183,16 @@ pub fn pod_with_configmap_secret_runs(bed: &mut Bed) -> Result<()> {
         "no hostIPs: {status}"
     );
     ensure!(status["podIP"].is_string(), "no podIP: {status}");
+    // Mounts as edgecore v1.23.1 reports them (seen side by side on this cloud).
+    let mounts = &status["containerStatuses"][0]["volumeMounts"];
+    ensure!(
+        mounts.as_array().is_some_and(|m| m.iter().any(|m| {
+            m["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+                && m["readOnly"] == true
+                && m["recursiveReadOnly"] == "Disabled"
+        }) && m.iter().any(|m| m["mountPath"] == "/etc/rc")),
+        "container volumeMounts: {mounts}"
+    );
     for kind in [
         "PodReadyToStartContainers",
         "Initialized",

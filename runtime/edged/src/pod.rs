@@ -314,6 +314,16 @@ pub struct VolumeMount {
     /// Read-only mount.
     #[serde(default)]
     pub read_only: bool,
+    /// A path inside the volume to mount instead of its root: refused (see [`validate`]),
+    /// never silently mounted as the whole volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_path: Option<String>,
+    /// `subPath` with `$(VAR)` expansion: refused like `subPath`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_path_expr: Option<String>,
+    /// Mount propagation: only `None` (the default) is supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_propagation: Option<String>,
 }
 
 /// A volume: its name and its source, kept as JSON and checked by [`validate`].
@@ -612,6 +622,32 @@ fn validate_container(
                 m.mount_path
             )));
         }
+        // A sub-path mount needs kubelet's safe resolution inside the volume (a symlink made
+        // by another container must not lead out of it); until then such a pod is refused
+        // rather than given the whole volume.
+        for (field, set) in [
+            (
+                "subPath",
+                m.sub_path.as_deref().is_some_and(|p| !p.is_empty()),
+            ),
+            (
+                "subPathExpr",
+                m.sub_path_expr.as_deref().is_some_and(|p| !p.is_empty()),
+            ),
+        ] {
+            if set {
+                return Err(SpecError::invalid(format!(
+                    "{at}.volumeMounts[{j}].{field}: sub-path mounts are not supported by this node"
+                )));
+            }
+        }
+        if let Some(mode) = m.mount_propagation.as_deref()
+            && mode != "None"
+        {
+            return Err(SpecError::invalid(format!(
+                "{at}.volumeMounts[{j}].mountPropagation {mode:?}: only None is supported by this node"
+            )));
+        }
     }
     if c.restart_policy.is_some() && !at.starts_with("spec.initContainers") {
         return Err(SpecError::invalid(format!(
@@ -668,6 +704,36 @@ mod tests {
         assert_eq!(p.restart_policy(), "Always");
         assert_eq!(p.spec.volumes[0].source.keys().next().unwrap(), "emptyDir");
         validate(&p).unwrap();
+    }
+
+    #[test]
+    fn sub_path_mounts_and_propagation_are_refused_by_name_not_mounted_whole() {
+        let with_mount = |mount: serde_json::Value| {
+            let mut spec = good();
+            spec["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([mount]);
+            validate(&pod(spec))
+        };
+        let cases = [
+            (
+                serde_json::json!({"name": "scratch", "mountPath": "/s", "subPath": "a"}),
+                "spec.containers[0].volumeMounts[0].subPath",
+            ),
+            (
+                serde_json::json!({"name": "scratch", "mountPath": "/s", "subPathExpr": "$(POD)"}),
+                "spec.containers[0].volumeMounts[0].subPathExpr",
+            ),
+            (
+                serde_json::json!({"name": "scratch", "mountPath": "/s", "mountPropagation": "Bidirectional"}),
+                "spec.containers[0].volumeMounts[0].mountPropagation",
+            ),
+        ];
+        for (mount, field) in cases {
+            let err = with_mount(mount).unwrap_err();
+            assert!(err.message.contains(field), "{}", err.message);
+        }
+        // Empty sub-paths and propagation None are what the apiserver may write: accepted.
+        with_mount(serde_json::json!({"name": "scratch", "mountPath": "/s", "subPath": "", "mountPropagation": "None"}))
+            .unwrap();
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::engine::ContainerRun;
-use crate::pod::Pod;
+use crate::pod::{Container, Pod};
 
 /// What edged knows of one container of a pod.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,6 +180,38 @@ fn container_status(c: &Observed, init: bool) -> Value {
     status
 }
 
+/// Adds `volumeMounts` to the statuses of containers that were created (kubelet reports
+/// them from the runtime's container, so a container still waiting to be created has none):
+/// each spec mount's name and path, and for a read-only one `readOnly` with
+/// `recursiveReadOnly: Disabled`, as edgecore v1.23.1 reports them. `statuses` is in the
+/// order of `observed`.
+fn add_mounts(statuses: &mut Value, specs: &[Container], observed: &[Observed]) {
+    let Some(statuses) = statuses.as_array_mut() else {
+        return;
+    };
+    for (status, o) in statuses.iter_mut().zip(observed) {
+        let Some(spec) = specs.iter().find(|c| c.name == o.name) else {
+            continue;
+        };
+        if o.run.is_none() || spec.volume_mounts.is_empty() {
+            continue;
+        }
+        let mounts: Vec<Value> = spec
+            .volume_mounts
+            .iter()
+            .map(|m| {
+                let mut v = json!({"name": m.name, "mountPath": m.mount_path});
+                if m.read_only {
+                    v["readOnly"] = json!(true);
+                    v["recursiveReadOnly"] = json!("Disabled");
+                }
+                v
+            })
+            .collect();
+        status["volumeMounts"] = json!(mounts);
+    }
+}
+
 /// What was observed of a pod's containers: its init containers and its app containers, each
 /// in spec order.
 #[derive(Debug, Clone, Copy)]
@@ -282,7 +314,17 @@ pub fn pod_status(
             })
             .collect();
         status["initContainerStatuses"] = json!(statuses);
+        add_mounts(
+            &mut status["initContainerStatuses"],
+            &pod.spec.init_containers,
+            observed.init,
+        );
     }
+    add_mounts(
+        &mut status["containerStatuses"],
+        &pod.spec.containers,
+        containers,
+    );
     match problem {
         Some((reason, message)) => {
             status["reason"] = json!(reason);
@@ -461,6 +503,36 @@ mod tests {
         assert_eq!(phase("OnFailure", one(&failed)), "Running");
         assert_eq!(phase("OnFailure", one(&ok)), "Succeeded");
         assert_eq!(phase("Always", one(&ok)), "Running");
+    }
+
+    #[test]
+    fn created_containers_report_their_mounts_as_edgecore_does() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web", "uid": "u-1"},
+            "spec": {
+                "containers": [{"name": "app", "image": "img", "volumeMounts": [
+                    {"name": "data", "mountPath": "/data", "readOnly": true},
+                    {"name": "data", "mountPath": "/rw"}
+                ]}],
+                "volumes": [{"name": "data", "emptyDir": {}}]
+            }
+        }))
+        .unwrap();
+        let running = observed(Some((true, 0)));
+        let s = pod_status(&pod, app(&[running]), None, None, None, true);
+        assert_eq!(
+            s["containerStatuses"][0]["volumeMounts"],
+            json!([
+                {"name": "data", "mountPath": "/data", "readOnly": true, "recursiveReadOnly": "Disabled"},
+                {"name": "data", "mountPath": "/rw"}
+            ])
+        );
+        // Not created yet: no mounts to report.
+        let s = pod_status(&pod, app(&[observed(None)]), None, None, None, true);
+        assert!(
+            s["containerStatuses"][0].get("volumeMounts").is_none(),
+            "{s}"
+        );
     }
 
     #[test]
