@@ -88,17 +88,7 @@ pub fn http(
     stream
         .read_to_end(&mut response)
         .with_context(|| format!("{method} {path}: no complete answer within {timeout:?}"))?;
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("no HTTP status in {response:?}"))?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Ok((status, body))
+    crate::parse_response(&String::from_utf8_lossy(&response))
 }
 
 /// `POST /modules` with `bytes`; (status, body, time to answer).

@@ -186,6 +186,11 @@ pub fn http_request(
     stream.write_all(body)?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
+    parse_response(&response)
+}
+
+/// The status code and body of a whole HTTP/1.1 response.
+pub fn parse_response(response: &str) -> Result<(u16, String)> {
     let status = response
         .split_whitespace()
         .nth(1)

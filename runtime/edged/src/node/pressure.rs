@@ -185,18 +185,10 @@ impl Pressure {
 mod tests {
     use super::*;
 
+    /// Kubelet's default thresholds, as the config resolves an unset `evictionHard`.
     fn defaults() -> Thresholds {
-        let hard: BTreeMap<String, String> = [
-            ("imagefs.available", "15%"),
-            ("imagefs.inodesFree", "5%"),
-            ("memory.available", "100Mi"),
-            ("nodefs.available", "10%"),
-            ("nodefs.inodesFree", "5%"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        Thresholds::from_eviction_hard(&hard)
+        let kubelet = wedge_core::config::EdgeCoreConfig::default().kubelet();
+        Thresholds::from_eviction_hard(&kubelet.eviction_hard)
     }
 
     #[test]
