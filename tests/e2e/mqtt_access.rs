@@ -59,6 +59,26 @@ fn users_file(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
+/// `mapper` updates thermo-1's temperature to `value` and gets the result of `event`.
+fn own_update_is_answered(mapper: &mut MqttClient, event: &str, value: &str) {
+    let update = format!(
+        r#"{{"event_id":"{event}","timestamp":1,"twin":{{"temperature":{{"actual":{{"value":"{value}"}},"metadata":{{"type":"int"}}}}}}}}"#
+    );
+    mapper
+        .publish(&format!("{THERMO_1}/twin/update"), update)
+        .unwrap();
+    let result = mapper
+        .expect(
+            &format!("{THERMO_1}/twin/update/result"),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+    assert!(
+        result.contains(&format!("\"event_id\":\"{event}\"")),
+        "{result}"
+    );
+}
+
 /// A node of `hub` with `wedge_extra` in its `wedge:` section.
 fn node_with(hub: &CloudHub, wedge_extra: &str) -> CloudNode {
     CloudNode::start_with(
@@ -121,19 +141,7 @@ fn a_users_file_keeps_each_client_to_its_topics_and_refuses_anonymous_ones() {
     mapper.subscribe(&format!("{THERMO_1}/twin/#")).unwrap();
 
     // Its own device works as before.
-    mapper
-        .publish(
-            &format!("{THERMO_1}/twin/update"),
-            r#"{"event_id":"own","timestamp":1,"twin":{"temperature":{"actual":{"value":"30"},"metadata":{"type":"int"}}}}"#,
-        )
-        .unwrap();
-    let result = mapper
-        .expect(
-            &format!("{THERMO_1}/twin/update/result"),
-            Duration::from_secs(10),
-        )
-        .unwrap();
-    assert!(result.contains("\"event_id\":\"own\""), "{result}");
+    own_update_is_answered(&mut mapper, "own", "30");
 
     // Another device's update, a spoofed result, a desired value: acknowledged, never routed.
     let refused = [
@@ -242,19 +250,7 @@ fn the_tls_listener_asks_for_a_client_certificate_then_the_users_file_applies() 
         "reads every device"
     );
     mapper.subscribe(&format!("{THERMO_1}/twin/#")).unwrap();
-    mapper
-        .publish(
-            &format!("{THERMO_1}/twin/update"),
-            r#"{"event_id":"over-tls","timestamp":1,"twin":{"temperature":{"actual":{"value":"31"},"metadata":{"type":"int"}}}}"#,
-        )
-        .unwrap();
-    let result = mapper
-        .expect(
-            &format!("{THERMO_1}/twin/update/result"),
-            Duration::from_secs(10),
-        )
-        .unwrap();
-    assert!(result.contains("\"event_id\":\"over-tls\""), "{result}");
+    own_update_is_answered(&mut mapper, "over-tls", "31");
     let handshakes = node
         .metric("wedge_eventbus_broker_closed_total{reason=\"tls_handshake\"}")
         .unwrap();
