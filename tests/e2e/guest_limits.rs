@@ -7,25 +7,15 @@
 use std::time::{Duration, Instant};
 
 use wedge_tests::hostile::{
-    FullAcceptQueue, deploy, devices_yaml, http, metric, repackage, result_of, round_trip, rss_kib,
-    update,
+    FullAcceptQueue, deploy, http, metric, repackage, result_of, round_trip, rss_kib, update,
 };
 use wedge_tests::mqtt::MqttClient;
-use wedge_tests::node::{Broker, TwinNode};
+use wedge_tests::node::TwinNode;
 
 const WAIT: Duration = Duration::from_secs(10);
 
 fn node(dir: &std::path::Path, wedge_extra: &str) -> TwinNode {
-    TwinNode::start_with(
-        dir,
-        Broker::Embedded,
-        &devices_yaml(3),
-        &wedge_tests::node::Extra {
-            wedge: wedge_extra.to_owned(),
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    wedge_tests::hostile::start_node(dir, wedge_extra).unwrap()
 }
 
 fn observer(node: &TwinNode) -> MqttClient {

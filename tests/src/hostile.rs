@@ -14,6 +14,20 @@ use crate::guests::module_bytes;
 use crate::mqtt::MqttClient;
 use crate::{AdminEndpoint, AdminStream};
 
+/// A node on the embedded broker with [`devices_yaml`]`(3)` and `wedge_extra` (YAML lines of
+/// its `wedge:` section), as the hostile-guest tests and `guest-bench` run it.
+pub fn start_node(dir: &std::path::Path, wedge_extra: &str) -> Result<crate::node::TwinNode> {
+    crate::node::TwinNode::start_with(
+        dir,
+        crate::node::Broker::Embedded,
+        &devices_yaml(3),
+        &crate::node::Extra {
+            wedge: wedge_extra.to_owned(),
+            ..Default::default()
+        },
+    )
+}
+
 /// Devices for hostile-guest tests: `default/stall-0` (bound to the `test-stall` handler),
 /// `default/free-1` .. `free-<free>` (bound to nothing) and `default/blocked-1` (protocol
 /// `blocking`, driven by `test-blocking-connect` once deployed). Each has a string twin `mode`.

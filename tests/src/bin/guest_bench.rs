@@ -20,11 +20,10 @@ use anyhow::{Result, bail};
 use clap::Parser;
 use wedge_tests::guests::module_bytes;
 use wedge_tests::hostile::{
-    FullAcceptQueue, deploy, devices_yaml, http, metric, repackage, result_of, round_trip, rss_kib,
-    update,
+    FullAcceptQueue, deploy, http, metric, repackage, result_of, round_trip, rss_kib, update,
 };
 use wedge_tests::mqtt::MqttClient;
-use wedge_tests::node::{Broker, TwinNode};
+use wedge_tests::node::TwinNode;
 
 /// Figures of hostile guests against a running node.
 #[derive(Parser)]
@@ -58,15 +57,7 @@ fn spread(mut samples: Vec<Duration>) -> String {
 }
 
 fn start(dir: &std::path::Path, wedge_extra: &str) -> Result<(TwinNode, MqttClient)> {
-    let node = TwinNode::start_with(
-        dir,
-        Broker::Embedded,
-        &devices_yaml(3),
-        &wedge_tests::node::Extra {
-            wedge: wedge_extra.to_owned(),
-            ..Default::default()
-        },
-    )?;
+    let node = wedge_tests::hostile::start_node(dir, wedge_extra)?;
     let mut mqtt = MqttClient::connect(node.mqtt_port, "bench")?;
     mqtt.subscribe("$hw/events/device/#")?;
     Ok((node, mqtt))
