@@ -698,6 +698,9 @@ async fn device_objects_from_metamanager_define_devices_for_the_hooks() {
         name: "thermo-2".into(),
         description: "boiler-room".into(),
         model: "default/thermo-model".into(),
+        device: wedge_devicetwin::definition::parse_device_json(DEVICE_OBJECT.as_bytes()).unwrap(),
+        device_model: wedge_devicetwin::definition::parse_model_json(MODEL_OBJECT.as_bytes())
+            .unwrap(),
     };
     assert_eq!(node.hooks.calls(), [HookCall::Defined(expected.clone())]);
 

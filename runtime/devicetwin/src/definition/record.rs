@@ -51,3 +51,67 @@ pub fn new_record(definition: &DeviceDefinition, now_ms: i64) -> DeviceRecord {
         twins,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::definition::PropertyDefinition;
+    use crate::wire::to_json;
+
+    fn thermo_definition() -> DeviceDefinition {
+        let property = |name: &str, value_type: &str, desired: Option<&str>| PropertyDefinition {
+            name: name.into(),
+            value_type: value_type.into(),
+            desired: desired.map(Into::into),
+            ..PropertyDefinition::default()
+        };
+        DeviceDefinition {
+            id: "default/thermo-1".into(),
+            protocol: "modbus-tcp".into(),
+            properties: vec![
+                property("temperature", "float", None),
+                property("setpoint", "int", Some("25")),
+                property("enabled", "boolean", Some("true")),
+            ],
+            name: "thermo-1".into(),
+            description: "boiler-room".into(),
+            model: "default/thermo-model".into(),
+            ..DeviceDefinition::default()
+        }
+    }
+
+    #[test]
+    fn a_new_record_has_a_typed_twin_per_property() {
+        let record = new_record(&thermo_definition(), 1_700_000_000_500);
+        assert_eq!(record.id, "default/thermo-1");
+        assert_eq!(record.name, "thermo-1");
+        assert_eq!(record.description, "boiler-room");
+        assert_eq!(
+            (record.state.as_str(), record.last_online.as_str()),
+            ("", "")
+        );
+        assert!(record.attributes.is_empty());
+        let twins: Vec<(String, String)> = record
+            .twins
+            .iter()
+            .map(|(key, twin)| (key.clone(), to_json(&twin.to_wire())))
+            .collect();
+        assert_eq!(
+            twins,
+            [
+                (
+                    "enabled".to_owned(),
+                    r#"{"expected":{"value":"true","metadata":{"timestamp":1700000000500}},"optional":false,"metadata":{"type":"boolean"},"expected_version":{"cloud":1,"edge":0}}"#.to_owned()
+                ),
+                (
+                    "setpoint".to_owned(),
+                    r#"{"expected":{"value":"25","metadata":{"timestamp":1700000000500}},"optional":false,"metadata":{"type":"int"},"expected_version":{"cloud":1,"edge":0}}"#.to_owned()
+                ),
+                (
+                    "temperature".to_owned(),
+                    r#"{"optional":false,"metadata":{"type":"float"}}"#.to_owned()
+                ),
+            ]
+        );
+    }
+}

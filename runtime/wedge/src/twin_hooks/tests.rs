@@ -163,6 +163,7 @@ fn thermo_definition() -> DeviceDefinition {
         name: "thermo-1".into(),
         description: String::new(),
         model: "default/thermo-model".into(),
+        ..DeviceDefinition::default()
     }
 }
 

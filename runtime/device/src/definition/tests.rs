@@ -1,7 +1,7 @@
 use std::path::Path;
 
+use super::kube::{DEVICE_KIND, MODEL_KIND};
 use super::*;
-use crate::wire::to_json;
 
 /// A model and a device as a KubeEdge user writes them (v1beta1), with a document of another
 /// kind and an empty document in between.
@@ -123,6 +123,39 @@ fn thermo_definition() -> DeviceDefinition {
         name: "thermo-1".into(),
         description: "boiler-room".into(),
         model: "default/thermo-model".into(),
+        device: thermo_object(DEVICE_KIND),
+        device_model: thermo_object(MODEL_KIND),
+    }
+}
+
+/// The object of `kind` in [`THERMO_YAML`], as the definition carries it.
+fn thermo_object<T: FromObject>(kind: &str) -> T {
+    parse_yaml(THERMO_YAML)
+        .unwrap()
+        .into_iter()
+        .find_map(|o| T::from_object(o, kind))
+        .unwrap()
+}
+
+trait FromObject: Sized {
+    fn from_object(object: KubeObject, kind: &str) -> Option<Self>;
+}
+
+impl FromObject for KubeDevice {
+    fn from_object(object: KubeObject, kind: &str) -> Option<Self> {
+        match object {
+            KubeObject::Device(d) if kind == DEVICE_KIND => Some(d),
+            _ => None,
+        }
+    }
+}
+
+impl FromObject for KubeModel {
+    fn from_object(object: KubeObject, kind: &str) -> Option<Self> {
+        match object {
+            KubeObject::Model(m) if kind == MODEL_KIND => Some(m),
+            _ => None,
+        }
     }
 }
 
@@ -276,6 +309,7 @@ fn resolution_defaults_and_checks() {
                 ..Default::default()
             },
         ],
+        ..Default::default()
     };
     let device = KubeDevice {
         namespace: "default".into(),
@@ -400,6 +434,11 @@ fn cloud_objects_from_metamanager_messages() {
     let model = object_from_message("default/devicemodel/thermo-model", CLOUD_MODEL.as_bytes())
         .unwrap()
         .unwrap();
+    let (KubeObject::Device(device_object), KubeObject::Model(model_object)) =
+        (device.clone(), model.clone())
+    else {
+        panic!("a device and a model");
+    };
     let mut catalog = Catalog::new();
     assert!(catalog.put(device).is_empty());
     let defined = catalog.put(model);
@@ -429,6 +468,8 @@ fn cloud_objects_from_metamanager_messages() {
             name: "thermo-1".into(),
             description: "boiler-room".into(),
             model: "default/thermo-model".into(),
+            device: device_object,
+            device_model: model_object,
         }]
     );
 
@@ -623,39 +664,4 @@ fn a_directory_loads_yaml_files_in_name_order() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("nope.yaml: cannot read: "), "{err}");
-}
-
-#[test]
-fn a_new_record_has_a_typed_twin_per_property() {
-    let record = new_record(&thermo_definition(), 1_700_000_000_500);
-    assert_eq!(record.id, "default/thermo-1");
-    assert_eq!(record.name, "thermo-1");
-    assert_eq!(record.description, "boiler-room");
-    assert_eq!(
-        (record.state.as_str(), record.last_online.as_str()),
-        ("", "")
-    );
-    assert!(record.attributes.is_empty());
-    let twins: Vec<(String, String)> = record
-        .twins
-        .iter()
-        .map(|(key, twin)| (key.clone(), to_json(&twin.to_wire())))
-        .collect();
-    assert_eq!(
-        twins,
-        [
-            (
-                "enabled".to_owned(),
-                r#"{"expected":{"value":"true","metadata":{"timestamp":1700000000500}},"optional":false,"metadata":{"type":"boolean"},"expected_version":{"cloud":1,"edge":0}}"#.to_owned()
-            ),
-            (
-                "setpoint".to_owned(),
-                r#"{"expected":{"value":"25","metadata":{"timestamp":1700000000500}},"optional":false,"metadata":{"type":"int"},"expected_version":{"cloud":1,"edge":0}}"#.to_owned()
-            ),
-            (
-                "temperature".to_owned(),
-                r#"{"optional":false,"metadata":{"type":"float"}}"#.to_owned()
-            ),
-        ]
-    );
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::kube::{KubeDevice, KubeModel, KubeObject, twin_type};
 use super::{DeviceDefinition, PropertyDefinition};
-use crate::validate;
+use crate::value as validate;
 
 /// Models and devices by id, with the current definition of every resolved device.
 #[derive(Debug, Clone, Default)]
@@ -72,6 +72,8 @@ fn resolve(device: &KubeDevice, model: &KubeModel) -> DeviceDefinition {
         name: device.name.clone(),
         description: device.description.clone(),
         model: model.id(),
+        device: device.clone(),
+        device_model: model.clone(),
     }
 }
 

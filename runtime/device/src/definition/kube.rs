@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::DefinitionError;
 use super::fields::Field;
-use crate::validate;
+use crate::value as validate;
 
 /// The API group and version Wedge reads.
 pub const API_VERSION: &str = "devices.kubeedge.io/v1beta1";
@@ -69,6 +69,9 @@ pub struct KubeDevice {
     pub protocol_config: String,
     /// `spec.properties`, in their order.
     pub properties: Vec<KubeDeviceProperty>,
+    /// `spec` as received (every field, also those Wedge does not read itself), for the
+    /// parts of the node that hand the object on as it is: DMI sends it to KubeEdge mappers.
+    pub spec: Value,
 }
 
 impl KubeDevice {
@@ -114,6 +117,8 @@ pub struct KubeModel {
     pub protocol: String,
     /// `spec.properties`, in their order.
     pub properties: Vec<KubeModelProperty>,
+    /// `spec` as received (see [`KubeDevice::spec`]).
+    pub spec: Value,
 }
 
 impl KubeModel {
@@ -236,6 +241,11 @@ fn device_property(
     })
 }
 
+/// `spec` of an object, `null` when it has none.
+fn raw_spec(object: &Value) -> Value {
+    object.get("spec").cloned().unwrap_or(Value::Null)
+}
+
 /// Reads a Device from its JSON value.
 pub(crate) fn device_from_value(value: &Value) -> Result<KubeDevice, DefinitionError> {
     let root = Field::root(value);
@@ -266,6 +276,7 @@ pub(crate) fn device_from_value(value: &Value) -> Result<KubeDevice, DefinitionE
         protocol: protocol.get("protocolName")?.string()?,
         protocol_config: protocol.get("configData")?.json_text()?,
         properties,
+        spec: raw_spec(value),
     })
 }
 
@@ -303,6 +314,7 @@ pub(crate) fn model_from_value(value: &Value) -> Result<KubeModel, DefinitionErr
         name,
         protocol: spec.get("protocol")?.string()?,
         properties,
+        spec: raw_spec(value),
     })
 }
 
