@@ -192,6 +192,37 @@ pub fn sync_twins(
     Ok(effects)
 }
 
+/// Writes `value` as the desired side of twin `key` of `record` as one cloud change (its cloud
+/// version one past the stored one): a Device object's desired value takes the path of a
+/// cloud sync — document, delta, and the mappers told after the commit.
+pub fn desired_write(
+    record: &mut DeviceRecord,
+    key: &str,
+    value: &str,
+    now: i64,
+    fresh_id: &mut dyn FnMut() -> String,
+) -> Effects {
+    let stored = record.twins.get(key);
+    let version = stored.and_then(|t| t.expected_version).unwrap_or_default();
+    let twin = Twin {
+        expected: Some(crate::wire::TwinValue {
+            value: Some(value.to_owned()),
+            metadata: None,
+        }),
+        metadata: stored.map(|t| crate::wire::TypeMetadata {
+            kind: t.attr_type.clone(),
+        }),
+        expected_version: Some(crate::wire::Version {
+            cloud: version.cloud + 1,
+            edge: version.edge,
+        }),
+        ..Twin::default()
+    };
+    let twins = BTreeMap::from([(key.to_owned(), Some(twin))]);
+    let event_id = fresh_id();
+    sync_twins(record, &twins, DealType::Sync, &event_id, now, fresh_id).unwrap_or_default()
+}
+
 /// A desired value for the mappers, when the twin's desired value differs from its reported one.
 fn desired(device: &str, key: &str, twin: &StoredTwin) -> Option<DesiredValue> {
     let expected = twin.expected.as_ref()?.value.as_deref().unwrap_or_default();

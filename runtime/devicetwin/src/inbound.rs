@@ -93,7 +93,8 @@ pub fn classify(msg: &Message) -> Request {
             },
             Err(_) => Request::Ignored("resource is not URL-safe base64"),
         },
-        WASM_SOURCE => classify_topic(&route.resource),
+        // The node's Wasm host and DMI (reports of KubeEdge mappers): the plain topic.
+        WASM_SOURCE | module::DMI => classify_topic(&route.resource),
         "edgemgr" | module::DEVICECONTROLLER => classify_cloud(msg),
         group::META | module::METAMANAGER => classify_definition(msg),
         _ => Request::Ignored("unknown source"),

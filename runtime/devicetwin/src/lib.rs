@@ -26,6 +26,7 @@ pub mod limits;
 pub mod mapper_update;
 pub mod membership;
 pub mod module;
+pub mod objects;
 pub mod output;
 mod reviews;
 pub mod settings;

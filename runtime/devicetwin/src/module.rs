@@ -22,8 +22,8 @@ use wedge_core::{Bus, Message, Store, StoreError};
 use crate::cloud_pending::Pending;
 use crate::definition::{self, Catalog, DeviceDefinition};
 use crate::device::Devices;
-use crate::effects::{Effects, RowChange};
-use crate::hooks::{TwinHooks, TwinLookup};
+use crate::effects::{DesiredValue, Effects, RowChange};
+use crate::hooks::{HookVerdict, ProposedChange, Proposer, TwinHooks, TwinLookup};
 use crate::inbound::{DefinitionKind, Request, classify};
 use crate::output::{Job, Outputs, run_stage};
 use crate::reviews::{Reviewed, Reviews, Scope};
@@ -182,7 +182,9 @@ impl Module for DeviceTwin {
             failed: failed.clone(),
         };
         if !self.local_loaded.swap(true, Ordering::AcqRel) {
+            turn.load_stored_definitions().await;
             turn.load_local_definitions().await;
+            turn.pending_desired();
         }
         ctx.ready();
         let period = RESEND_CHECK
@@ -716,6 +718,9 @@ impl Turn<'_> {
     /// A `Device` or `DeviceModel` from metamanager (the cloud's objects).
     async fn definition(&mut self, kind: DefinitionKind, id: &str, deleted: bool, msg: &Message) {
         if deleted {
+            let owned = id.to_owned();
+            self.store_object(move |conn| crate::objects::delete(conn, kind, &owned))
+                .await;
             let known = {
                 let mut catalog = self.twin.catalog();
                 match kind {
@@ -730,45 +735,283 @@ impl Turn<'_> {
             }
             return;
         }
-        let object = definition::object_from_message(&msg.route.resource, &msg.content.to_bytes());
+        let body = msg.content.to_bytes();
+        let object = definition::object_from_message(&msg.route.resource, &body);
         match object {
             Ok(Some(object)) => {
-                let changed = self.twin.catalog().put(object);
-                self.defined(changed).await;
+                let text = String::from_utf8_lossy(&body).into_owned();
+                let owned = id.to_owned();
+                self.store_object(move |conn| crate::objects::put(conn, kind, &owned, &text))
+                    .await;
+                let (previous, changed) = {
+                    let mut catalog = self.twin.catalog();
+                    let previous = catalog.definitions();
+                    (previous, catalog.put(object))
+                };
+                self.defined(changed, Some(previous)).await;
             }
             Ok(None) => {}
             Err(e) => tracing::warn!(resource = %msg.route.resource, "device object refused: {e}"),
         }
     }
 
-    /// Devices newly defined (or changed): unknown ones get their rows, and every one is
-    /// handed to the hooks (the mapper of its protocol).
-    async fn defined(&mut self, definitions: Vec<DeviceDefinition>) {
+    /// Devices newly defined (or changed). An unknown device gets its rows; a known one gets
+    /// twins for properties it did not have. A desired value is the cloud's word (a Device
+    /// object, or a local file standing in for the cloud): twin handlers review it
+    /// (`source: cloud`) before it is stored, and a changed one is written like a cloud sync
+    /// (document, delta, the mappers told after the commit). `previous` holds the definitions
+    /// before this change; without it (a restart re-reading its own definitions) desired
+    /// values of known devices are left as the twins have them. Every definition is then
+    /// handed to the hooks (the mapper of its protocol) with the twins' desired values.
+    async fn defined(
+        &mut self,
+        definitions: Vec<DeviceDefinition>,
+        previous: Option<Vec<DeviceDefinition>>,
+    ) {
         let now = wedge_core::time::now_ms();
-        for def in definitions {
+        for mut def in definitions {
             let known = self.twin.cache.read().contains_key(&def.id);
             if !known && !self.fits(|l, d| l.check_new_device(d)) {
                 continue;
             }
-            let record = {
-                let mut devices = self.twin.cache.write();
-                if devices.contains_key(&def.id) {
-                    None
-                } else {
-                    let record = definition::new_record(&def, now);
-                    devices.insert(def.id.clone(), record.clone());
-                    Some(record)
+            if !known {
+                for property in &mut def.properties {
+                    if let Some(value) = property.desired.take() {
+                        property.desired = self
+                            .reviewed_desired(
+                                &def.id,
+                                &property.name,
+                                value,
+                                &property.value_type,
+                                None,
+                            )
+                            .await;
+                    }
                 }
-            };
-            if let Some(record) = record {
+                let record = definition::new_record(&def, now);
+                let desired = def
+                    .properties
+                    .iter()
+                    .filter_map(|p| {
+                        Some(DesiredValue {
+                            device: def.id.clone(),
+                            key: p.name.clone(),
+                            value: p.desired.clone()?,
+                            value_type: p.value_type.clone(),
+                        })
+                    })
+                    .collect();
+                self.twin
+                    .cache
+                    .write()
+                    .insert(def.id.clone(), record.clone());
                 tracing::info!(device = %def.id, protocol = %def.protocol, "device defined");
                 let effects = Effects {
                     rows: vec![RowChange::PutDevice(record)],
+                    desired,
                     ..Effects::default()
                 };
                 self.emit(effects, None, WhenRefused::StoreAnyway).await;
+            } else {
+                self.new_properties(&def, now).await;
+                if let Some(previous) = &previous {
+                    let before = previous.iter().find(|p| p.id == def.id);
+                    self.desired_changes(&def, before, now).await;
+                }
+            }
+            let twins = self.twin.cache.read().get(&def.id).map(|r| r.twins.clone());
+            if let Some(twins) = twins {
+                for property in &mut def.properties {
+                    property.desired = twins
+                        .get(&property.name)
+                        .and_then(|t| t.expected.as_ref())
+                        .and_then(|e| e.value.clone())
+                        .filter(|v| !v.is_empty());
+                }
             }
             self.twin.hooks.device_defined(def);
+        }
+    }
+
+    /// Twins for the properties a known device's new definition adds.
+    async fn new_properties(&mut self, def: &DeviceDefinition, now: i64) {
+        let fresh = definition::new_record(def, now);
+        let rows: Vec<RowChange> = {
+            let mut devices = self.twin.cache.write();
+            let Some(record) = devices.get_mut(&def.id) else {
+                return;
+            };
+            let mut rows = Vec::new();
+            for (key, twin) in fresh.twins {
+                if record.twins.contains_key(&key) {
+                    continue;
+                }
+                record.twins.insert(key.clone(), twin.clone());
+                rows.push(RowChange::PutTwin {
+                    device: def.id.clone(),
+                    key,
+                    twin,
+                });
+            }
+            rows
+        };
+        if !rows.is_empty() {
+            let effects = Effects {
+                rows,
+                ..Effects::default()
+            };
+            self.emit(effects, None, WhenRefused::StoreAnyway).await;
+        }
+    }
+
+    /// Desired values a changed definition changes: reviewed, then written as a cloud sync.
+    async fn desired_changes(
+        &mut self,
+        def: &DeviceDefinition,
+        before: Option<&DeviceDefinition>,
+        now: i64,
+    ) {
+        for property in &def.properties {
+            let Some(value) = property.desired.clone() else {
+                continue;
+            };
+            let was = before
+                .and_then(|b| b.properties.iter().find(|p| p.name == property.name))
+                .and_then(|p| p.desired.clone());
+            if was.as_deref() == Some(value.as_str()) {
+                continue;
+            }
+            let stored = self
+                .twin
+                .cache
+                .read()
+                .get(&def.id)
+                .and_then(|r| r.twins.get(&property.name).cloned());
+            let previous = stored
+                .as_ref()
+                .and_then(|t| t.expected.as_ref())
+                .and_then(|e| e.value.clone());
+            let Some(value) = self
+                .reviewed_desired(
+                    &def.id,
+                    &property.name,
+                    value,
+                    &property.value_type,
+                    previous,
+                )
+                .await
+            else {
+                continue;
+            };
+            let effects = {
+                let mut devices = self.twin.cache.write();
+                let Some(record) = devices.get_mut(&def.id) else {
+                    return;
+                };
+                crate::cloud_sync::desired_write(record, &property.name, &value, now, &mut new_id)
+            };
+            tracing::info!(device = %def.id, key = %property.name, value = %value, "desired value from the device's definition");
+            self.emit(effects, None, WhenRefused::StoreAnyway).await;
+        }
+    }
+
+    /// A desired value from the cloud (a Device object), as the twin handlers leave it:
+    /// `None` when one rejects it (or fails), which is logged and leaves the twin as it is.
+    async fn reviewed_desired(
+        &self,
+        device: &str,
+        key: &str,
+        value: String,
+        value_type: &str,
+        previous: Option<String>,
+    ) -> Option<String> {
+        if !self.twin.hooks.reviews(device) {
+            return Some(value);
+        }
+        let change = ProposedChange {
+            device: device.to_owned(),
+            key: key.to_owned(),
+            desired: true,
+            value: value.clone(),
+            value_type: value_type.to_owned(),
+            previous,
+            proposer: Proposer::Cloud,
+        };
+        let lookup: Arc<dyn TwinLookup> = Arc::new(self.twin.cache.clone());
+        match self.twin.hooks.review(change, lookup).await {
+            HookVerdict::Accept => Some(value),
+            HookVerdict::Replace(replaced) => {
+                tracing::info!(%device, %key, proposed = %value, stored = %replaced, "desired value replaced by a twin handler");
+                Some(replaced)
+            }
+            HookVerdict::Reject(reason) | HookVerdict::Failed(reason) => {
+                tracing::warn!(%device, %key, %value, "desired value refused by a twin handler: {reason}");
+                None
+            }
+        }
+    }
+
+    /// Queues a write of the `device_object` table (its order with other writes does not
+    /// matter: nothing else reads it while the node runs).
+    async fn store_object(
+        &self,
+        op: impl FnOnce(&rusqlite::Connection) -> Result<(), StoreError> + Send + 'static,
+    ) {
+        if let Err(e) = self.twin.store.submit(op).await {
+            tracing::error!("device object not stored: {e}");
+        }
+    }
+
+    /// Reads the cloud's Device and DeviceModel objects stored before a restart.
+    async fn load_stored_definitions(&mut self) {
+        let stored = match self.twin.store.read(crate::objects::all).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::error!("stored device definitions not loaded: {e}");
+                return;
+            }
+        };
+        let mut changed = Vec::new();
+        {
+            let mut catalog = self.twin.catalog();
+            for (resource, body) in stored {
+                match definition::object_from_message(&resource, body.as_bytes()) {
+                    Ok(Some(object)) => changed.extend(catalog.put(object)),
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(%resource, "stored device object not read: {e}"),
+                }
+            }
+        }
+        self.defined(changed, None).await;
+    }
+
+    /// After a restart, desired values the devices have not reported yet go to their mappers
+    /// again (a desired value is applied until the device reports it).
+    fn pending_desired(&self) {
+        let pending: Vec<DesiredValue> = self
+            .twin
+            .cache
+            .read()
+            .values()
+            .flat_map(|record| {
+                record.twins.iter().filter_map(|(key, twin)| {
+                    let expected = twin.expected.as_ref()?.value.clone()?;
+                    let actual = twin.actual.as_ref().and_then(|a| a.value.clone());
+                    (twin.attr_type != crate::mapper_update::DELETED
+                        && !expected.is_empty()
+                        && Some(&expected) != actual.as_ref())
+                    .then(|| DesiredValue {
+                        device: record.id.clone(),
+                        key: key.clone(),
+                        value: expected,
+                        value_type: twin.attr_type.clone(),
+                    })
+                })
+            })
+            .collect();
+        for value in pending {
+            tracing::info!(device = %value.device, key = %value.key, value = %value.value, "desired value not reported yet; sent to the mapper again");
+            self.twin.hooks.desired(value);
         }
     }
 
@@ -803,6 +1046,6 @@ impl Turn<'_> {
                 tracing::warn!(%device, %model, "device waits for its DeviceModel");
             }
         }
-        self.defined(changed).await;
+        self.defined(changed, None).await;
     }
 }

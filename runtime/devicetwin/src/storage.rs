@@ -54,6 +54,14 @@ pub const MIGRATIONS: &[&str] = &[
         metadata VARCHAR(256) NOT NULL DEFAULT ''
     );
     CREATE UNIQUE INDEX IF NOT EXISTS device_twin_key ON device_twin (deviceid, name);",
+    // v2: the Device and DeviceModel objects the cloud sent, so a restarted node still knows
+    // its devices' definitions (CloudCore does not send them again): see `objects.rs`.
+    "CREATE TABLE IF NOT EXISTS device_object (
+        kind TEXT NOT NULL,
+        id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (kind, id)
+    );",
 ];
 
 /// `metadata` column: KubeEdge keeps the metadata map minus `type`; Wedge's twins carry no

@@ -97,7 +97,9 @@ pub fn unwrap_any(value: &prost_types::Any) -> Option<Value> {
     let kind = value.type_url.strip_prefix(TYPE_URL_PREFIX)?;
     let bytes = value.value.as_slice();
     match kind {
-        "StringValue" => StringValue::decode(bytes).ok().map(|v| Value::from(v.value)),
+        "StringValue" => StringValue::decode(bytes)
+            .ok()
+            .map(|v| Value::from(v.value)),
         "FloatValue" => FloatValue::decode(bytes)
             .ok()
             .map(|v| Value::from(f64::from(v.value))),
@@ -122,7 +124,9 @@ fn number(object: &Value, name: &str) -> i64 {
 }
 
 fn flag(object: &Value, name: &str) -> bool {
-    field(object, name).and_then(Value::as_bool).unwrap_or(false)
+    field(object, name)
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 fn mapping<'a>(object: &'a Value, name: &str) -> Option<&'a Map<String, Value>> {
@@ -151,7 +155,10 @@ fn merged(
 }
 
 /// A `CustomizedValue` of `data`, every value wrapped.
-fn customized(data: BTreeMap<String, Value>, path: &str) -> Result<pb::CustomizedValue, ConvertError> {
+fn customized(
+    data: BTreeMap<String, Value>,
+    path: &str,
+) -> Result<pb::CustomizedValue, ConvertError> {
     let mut wrapped = HashMap::new();
     for (key, value) in data {
         let at = format!("{path}.{key}");
@@ -232,7 +239,10 @@ fn push_method(push: &Value, path: &str) -> Result<pb::PushMethod, ConvertError>
     });
     let anomaly_detection = match mapping(push, "anomalyDetection") {
         Some(data) => {
-            let wrapped = customized(merged(None, Some(data)), &format!("{path}.anomalyDetection"))?;
+            let wrapped = customized(
+                merged(None, Some(data)),
+                &format!("{path}.anomalyDetection"),
+            )?;
             Some(pb::AnomalyDetection { data: wrapped.data })
         }
         None => None,

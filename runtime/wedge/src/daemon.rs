@@ -187,7 +187,21 @@ async fn run_node(
         if !config.wedge.devices.dir.is_empty() {
             settings.devices_dir = Some(config.wedge.devices.dir.clone().into());
         }
-        let mut twin = DeviceTwin::new(store.clone(), settings, twin_hooks.clone());
+        store
+            .migrate(wedge_dmi::COMPONENT, wedge_dmi::MIGRATIONS)
+            .await?;
+        let socket = dmi_socket(&modules.device_twin.dmi_sock_path, &config.data_dir());
+        let dmi = Arc::new(wedge_dmi::Dmi::new(
+            store.clone(),
+            wedge_dmi::DmiSettings { socket },
+        ));
+        sources.push(dmi.clone());
+        supervisor.spawn(dmi.clone())?;
+        let hooks = Arc::new(crate::device_hooks::NodeTwinHooks {
+            wasm: twin_hooks.clone(),
+            dmi: Some(dmi),
+        });
+        let mut twin = DeviceTwin::new(store.clone(), settings, hooks);
         if let Some(outbox) = &outbox {
             twin = twin.with_outbox(outbox.clone());
         }
@@ -459,6 +473,28 @@ impl Signals {
             _ = self.term.recv() => Signal::Stop("SIGTERM"),
             _ = self.int.recv() => Signal::Stop("SIGINT"),
             _ = self.hup.recv() => Signal::Reload,
+        }
+    }
+}
+
+/// The DMI socket for `dmiSockPath` (see [`wedge_dmi::socket_path`]). Its directory is made
+/// here; when that is not possible (KubeEdge's default `/etc/kubeedge` and a node not run as
+/// root), `<dataDir>/dmi.sock` is used instead and said, so a node run from a checkout still
+/// serves mappers.
+fn dmi_socket(dmi_sock_path: &str, data_dir: &std::path::Path) -> std::path::PathBuf {
+    let socket = wedge_dmi::socket_path(dmi_sock_path);
+    let dir = socket.parent().unwrap_or(std::path::Path::new("/"));
+    match std::fs::create_dir_all(dir) {
+        Ok(()) => socket,
+        Err(e) => {
+            let fallback = data_dir.join("dmi.sock");
+            tracing::warn!(
+                "modules.deviceTwin.dmiSockPath: cannot create {} ({e}); KubeEdge mappers \
+                 reach this node on {} instead",
+                dir.display(),
+                fallback.display()
+            );
+            fallback
         }
     }
 }

@@ -13,6 +13,7 @@ mod cert_rotation;
 mod cli;
 mod config_cmd;
 mod daemon;
+mod device_hooks;
 mod edged_config;
 mod heap;
 mod logging;

@@ -29,7 +29,6 @@ pub const NOT_IMPLEMENTED_PREFIX: &str = "accepted, not implemented: ";
 const IGNORED: &[&str] = &[
     "database.aliasName",
     "featureGates",
-    "modules.deviceTwin.dmiSockPath",
     "modules.dbTest",
     "modules.edgeHub.quic",
     "modules.edgeStream",
@@ -87,7 +86,6 @@ const FREE_FORM: &[&str] = &[
 /// Wedge talks to, which the operator should learn) and values of keys
 /// Wedge acts on.
 const KUBEEDGE_DEFAULTS: &[(&str, &str)] = &[
-    ("modules.deviceTwin.dmiSockPath", "/etc/kubeedge/"),
     ("modules.edgeHub.quic.server", "''"),
     ("modules.edged.cniBinDir", "/opt/cni/bin"),
     ("modules.edged.cniCacheDir", "/var/lib/cni/cache"),

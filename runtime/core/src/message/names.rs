@@ -18,6 +18,9 @@ pub mod module {
     pub const EDGESTREAM: &str = "edgestream";
     /// Node tasks (upgrade, image pre-pull).
     pub const TASKMANAGER: &str = "taskmanager";
+    /// DMI, KubeEdge's gRPC device API for mappers (edgecore serves it from its devicetwin;
+    /// Wedge runs it as a module of its own and hands reports to devicetwin on the bus).
+    pub const DMI: &str = "dmi";
     /// Source name EdgeHub uses for the connection broadcast.
     pub const EDGEHUB_SOURCE: &str = "edgehub";
     /// Cloud-side sources, seen in route.source of inbound messages.

@@ -38,7 +38,9 @@ fn unless_default(out: &mut Map<String, Value>, key: &str, value: Value) {
 
 /// protobuf's JSON form (as Go's protojson writes it) of the parts a device uses.
 fn customized_json(value: &Option<pb::CustomizedValue>) -> Value {
-    let Some(value) = value else { return Value::Null };
+    let Some(value) = value else {
+        return Value::Null;
+    };
     let data: Map<String, Value> = value
         .data
         .iter()
@@ -139,7 +141,11 @@ fn desired_values_stand_in_and_every_crash_trap_is_filled() {
     let desired = BTreeMap::from([("setpoint".to_owned(), "35".to_owned())]);
     let converted = device(&device_object, &model_object, &desired).unwrap();
     let spec = converted.spec.unwrap();
-    let setpoint = spec.properties.iter().find(|p| p.name == "setpoint").unwrap();
+    let setpoint = spec
+        .properties
+        .iter()
+        .find(|p| p.name == "setpoint")
+        .unwrap();
     assert_eq!(setpoint.desired.as_ref().unwrap().value, "35");
     for property in &spec.properties {
         assert!(property.desired.is_some());
@@ -172,7 +178,8 @@ spec:
     visitors: {configData: {offset: 7}}
 "#;
     let mut objects = parse_yaml(text).unwrap().into_iter();
-    let (Some(KubeObject::Model(m)), Some(KubeObject::Device(d))) = (objects.next(), objects.next())
+    let (Some(KubeObject::Model(m)), Some(KubeObject::Device(d))) =
+        (objects.next(), objects.next())
     else {
         panic!("a model and a device");
     };
@@ -191,7 +198,8 @@ spec:
 
     let nested = text.replace("tls: true", "tls: {on: true}");
     let mut objects = parse_yaml(&nested).unwrap().into_iter();
-    let (Some(KubeObject::Model(m)), Some(KubeObject::Device(d))) = (objects.next(), objects.next())
+    let (Some(KubeObject::Model(m)), Some(KubeObject::Device(d))) =
+        (objects.next(), objects.next())
     else {
         panic!("a model and a device");
     };
