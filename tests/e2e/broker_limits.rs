@@ -22,6 +22,7 @@ const MAX_PACKET: usize = MIB + 64 * 1024;
 
 fn node(dir: &std::path::Path, event_bus: &str, broker: &str) -> TwinNode {
     let extra = Extra {
+        modules: String::new(),
         event_bus: event_bus.to_owned(),
         wedge: if broker.is_empty() {
             String::new()
@@ -602,6 +603,7 @@ fn accept_survives_running_out_of_file_descriptors() {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let extra = Extra {
+        modules: String::new(),
         event_bus: String::new(),
         // The cap above the descriptor limit, so that accept(2) is what fails.
         wedge: "  broker:\n    maxConnections: 5000\n".to_owned(),

@@ -47,6 +47,9 @@ pub struct Extra {
     pub event_bus: String,
     /// Lines under `wedge` (2 spaces), e.g. `"  broker:\n    idleTimeoutSeconds: 2\n"`.
     pub wedge: String,
+    /// Module sections under `modules` (2 spaces), e.g.
+    /// `"  deviceTwin:\n    dmiSockPath: /tmp/x/dmi.sock\n"`.
+    pub modules: String,
 }
 
 /// [`write_config`] with `extra` keys.
@@ -73,12 +76,13 @@ modules:
     mqttMode: {mode}
     mqttServerInternal: tcp://127.0.0.1:{port}
     mqttServerExternal: tcp://127.0.0.1:{port}
-{event_bus}wedge:
+{event_bus}{modules}wedge:
   devices:
     dir: {devices}
 {wedge}",
         devices = devices.display(),
         event_bus = extra.event_bus,
+        modules = extra.modules,
         wedge = extra.wedge,
     );
     let path = dir.join("edgecore.yaml");

@@ -1,0 +1,149 @@
+//! DMI on a running `wedge run`, against the real KubeEdge mapper of `../shared/dmi/`
+//! (`virtualdevice-mapper`, KubeEdge v1.23.1 mapper-framework, unchanged): it registers, its
+//! readings reach the twin, a desired value reaches the device and comes back as reported,
+//! a desired value set while the mapper is away is applied after the node restarts, and a
+//! Wasm mapper drives its own devices on the same node.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+use wedge_tests::dmi_mapper::{DmiMapper, example_devices};
+use wedge_tests::guests::module;
+use wedge_tests::mqtt::MqttClient;
+use wedge_tests::node::{Broker, Extra, TwinNode};
+use wedge_tests::twin_fixtures::THERMOMETERS;
+use wedge_tests::wedge_cmd;
+
+const WAIT: Duration = Duration::from_secs(20);
+const VDEV: &str = "default/vdev-1";
+
+/// `(expected, actual)` of a twin, `None` before the row exists.
+fn twin(db: &Path, device: &str, key: &str) -> Option<(String, String)> {
+    let db = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    db.query_row(
+        "SELECT expected, actual FROM device_twin WHERE deviceid = ?1 AND name = ?2",
+        [device, key],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .ok()
+}
+
+fn state(db: &Path, device: &str) -> Option<String> {
+    let db = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    db.query_row("SELECT state FROM device WHERE id = ?1", [device], |r| {
+        r.get(0)
+    })
+    .ok()
+}
+
+fn wait_twin(node: &TwinNode, device: &str, key: &str, expected: &str, actual: &str) {
+    let deadline = Instant::now() + WAIT;
+    let mut last = None;
+    while Instant::now() < deadline {
+        last = twin(&node.db, device, key);
+        if let Some((e, a)) = &last
+            && e == expected
+            && a == actual
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "{device} {key}: want expected {expected:?} actual {actual:?}, have {last:?}\n{}",
+        node.daemon.log()
+    );
+}
+
+/// A desired value from the cloud, as CloudCore's twin sync (`twin/cloud_updated`) carries it.
+fn cloud_sets(mqtt: &MqttClient, key: &str, value: &str, cloud_version: u64) {
+    let payload = format!(
+        r#"{{"event_id":"sync-{cloud_version}","timestamp":1,"twin":{{"{key}":{{"expected":{{"value":"{value}"}},"expected_version":{{"cloud":{cloud_version},"edge":0}},"metadata":{{"type":"int"}}}}}}}}"#
+    );
+    mqtt.publish(
+        "$hw/events/device/default/vdev-1/twin/cloud_updated",
+        payload,
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_kubeedge_mapper_registers_reports_and_gets_desired_values_beside_a_wasm_mapper() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("dmi").join("dmi.sock");
+    let devices = format!("{}\n---\n{THERMOMETERS}", example_devices().unwrap());
+    let extra = Extra {
+        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
+        ..Default::default()
+    };
+    let mut node = TwinNode::start_with(dir.path(), Broker::Embedded, &devices, &extra).unwrap();
+    let mapper_dir = dir.path().join("mapper");
+    std::fs::create_dir_all(&mapper_dir).unwrap();
+
+    // Registration: the mapper gets vdev-1 in the MapperRegister answer and writes its
+    // desired value (30) at once; readings come back over ReportDeviceStatus.
+    let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
+    mapper.wait_log("Mapper register finished", WAIT).unwrap();
+    mapper
+        .wait_log(
+            "VIRTUALDEVICE WRITE device=vdev-1 key=setpoint value=30 via=desired",
+            WAIT,
+        )
+        .unwrap();
+    wait_twin(&node, VDEV, "setpoint", "30", "30");
+    wait_twin(&node, VDEV, "temperature", "", "23");
+    let deadline = Instant::now() + WAIT;
+    while state(&node.db, VDEV).as_deref() != Some("ok") {
+        assert!(
+            Instant::now() < deadline,
+            "no device state from ReportDeviceStates"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A Wasm mapper on the same node drives the `virtual` devices.
+    let path = module("virtual-thermometer");
+    let data_dir = node.data_dir().to_str().unwrap().to_owned();
+    let (ok, out, err) = wedge_cmd(&[
+        "module",
+        "deploy",
+        path.to_str().unwrap(),
+        "--data-dir",
+        &data_dir,
+    ])
+    .unwrap();
+    assert!(ok, "deploy: {out}{err}");
+    wait_twin(&node, "default/thermo-1", "temperature", "25", "21");
+
+    // A desired value from the cloud reaches the device (UpdateDevice) and is reported back.
+    let mqtt = MqttClient::connect(node.mqtt_port, "cloud").unwrap();
+    cloud_sets(&mqtt, "setpoint", "35", 2);
+    mapper
+        .wait_log(
+            "VIRTUALDEVICE WRITE device=vdev-1 key=setpoint value=35 via=desired",
+            WAIT,
+        )
+        .unwrap();
+    wait_twin(&node, VDEV, "setpoint", "35", "35");
+
+    // Set while the mapper is away, then the node restarts: the value waits in the twin and
+    // reaches the device when the mapper is back.
+    mapper.stop();
+    cloud_sets(&mqtt, "setpoint", "40", 3);
+    wait_twin(&node, VDEV, "setpoint", "40", "35");
+    node.daemon.stop(libc::SIGTERM, WAIT).unwrap();
+    node.restart().unwrap();
+    let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
+    mapper
+        .wait_log(
+            "VIRTUALDEVICE WRITE device=vdev-1 key=setpoint value=40 via=desired",
+            WAIT,
+        )
+        .unwrap();
+    wait_twin(&node, VDEV, "setpoint", "40", "40");
+    // The Wasm mapper came back with the node and still drives its device; its pending
+    // desired value (25, never reported) was written to it at the restart too, and the
+    // virtual device now reports it.
+    wait_twin(&node, "default/thermo-1", "temperature", "25", "25");
+}
