@@ -586,15 +586,27 @@ async fn cloud_sync_applies_a_newer_version_and_sends_back_a_rejected_older_one(
     );
     assert_eq!(
         node.hooks.calls(),
-        [HookCall::Desired {
-            value: DesiredValue {
-                device: THERMO.into(),
-                key: "temperature".into(),
-                value: "30".into(),
-                value_type: "int".into(),
+        [
+            // At start: the stored desired value the device never reported goes out again.
+            HookCall::Desired {
+                value: DesiredValue {
+                    device: THERMO.into(),
+                    key: "temperature".into(),
+                    value: "25".into(),
+                    value_type: "int".into(),
+                },
+                stored_expected: Some("25".into()),
             },
-            stored_expected: Some("30".into()),
-        }],
+            HookCall::Desired {
+                value: DesiredValue {
+                    device: THERMO.into(),
+                    key: "temperature".into(),
+                    value: "30".into(),
+                    value_type: "int".into(),
+                },
+                stored_expected: Some("30".into()),
+            }
+        ],
         "the hook hears the desired value, after its commit"
     );
     let accepted = node.twin_row(THERMO, "temperature").unwrap();
@@ -645,7 +657,7 @@ async fn cloud_sync_applies_a_newer_version_and_sends_back_a_rejected_older_one(
             &[("id", back_id), ("later", later), ("now", now)]
         )
     );
-    assert_eq!(node.hooks.calls().len(), 1, "{:?}", node.hooks.calls());
+    assert_eq!(node.hooks.calls().len(), 2, "{:?}", node.hooks.calls());
     assert_eq!(node.twin_row(THERMO, "temperature").unwrap(), accepted);
     node.stop().await;
 }
@@ -702,7 +714,20 @@ async fn device_objects_from_metamanager_define_devices_for_the_hooks() {
         device_model: wedge_devicetwin::definition::parse_model_json(MODEL_OBJECT.as_bytes())
             .unwrap(),
     };
-    assert_eq!(node.hooks.calls(), [HookCall::Defined(expected.clone())]);
+    let desired = HookCall::Desired {
+        value: DesiredValue {
+            device: id.into(),
+            key: "setpoint".into(),
+            value: "25".into(),
+            value_type: "int".into(),
+        },
+        stored_expected: Some("25".into()),
+    };
+    assert_eq!(
+        node.hooks.calls(),
+        [HookCall::Defined(expected.clone()), desired.clone()],
+        "the mappers hear the definition, then (after the commit) its desired value"
+    );
 
     // Its rows: one twin per property, typed by the model, the desired value as a cloud write.
     let device: (String, String, String, String) = node
@@ -777,7 +802,7 @@ async fn device_objects_from_metamanager_define_devices_for_the_hooks() {
     node.meta_sends("update", "default/device/thermo-2", DEVICE_OBJECT)
         .await;
     assert!(node.probe().await.is_empty());
-    assert_eq!(node.hooks.calls().len(), 1);
+    assert_eq!(node.hooks.calls().len(), 2);
 
     // Deleted: the mapper stops driving it; its rows wait for the cloud's membership removal.
     node.meta_sends("delete", "default/device/thermo-2", "")
@@ -787,6 +812,7 @@ async fn device_objects_from_metamanager_define_devices_for_the_hooks() {
         node.hooks.calls(),
         [
             HookCall::Defined(expected),
+            desired,
             HookCall::Removed {
                 device: id.into(),
                 rows_then: 1
@@ -946,5 +972,57 @@ async fn back_to_back_updates_are_answered_in_order_after_group_commits() {
             format!(r#"{{"cloud":0,"edge":{per_device}}}"#)
         );
     }
+    node.stop().await;
+}
+
+#[tokio::test]
+async fn a_changed_device_desired_value_is_reviewed_stored_and_handed_to_the_mappers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::start(dir.path(), settings(), "").await;
+    let id = "default/thermo-2";
+    node.meta_sends("insert", "default/devicemodel/thermo-model", MODEL_OBJECT)
+        .await;
+    node.meta_sends("insert", "default/device/thermo-2", DEVICE_OBJECT)
+        .await;
+    assert!(node.probe().await.is_empty());
+
+    // The cloud raises the setpoint to 90; a safety handler clamps desired values from the
+    // cloud to 60.
+    node.hooks.clamp_cloud_desired(id, 60);
+    let raised = DEVICE_OBJECT.replace(r#""value":"25""#, r#""value":"90""#);
+    node.meta_sends("update", "default/device/thermo-2", &raised)
+        .await;
+    let out = node.publishes(2).await;
+    assert!(out[0].topic.ends_with("/twin/update/document"), "{out:?}");
+    assert!(out[1].topic.ends_with("/twin/update/delta"), "{out:?}");
+    assert!(
+        out[1].payload.contains(r#""delta":{"setpoint":"60"}"#),
+        "{out:?}"
+    );
+    let row = node.twin_row(id, "setpoint").unwrap();
+    assert_eq!(row.expected, "60");
+    assert_eq!(row.expected_version, r#"{"cloud":2,"edge":0}"#);
+    let calls = node.hooks.calls();
+    let Some(HookCall::Defined(defined)) = calls
+        .iter()
+        .rev()
+        .find(|c| matches!(c, HookCall::Defined(_)))
+    else {
+        panic!("{calls:?}");
+    };
+    assert_eq!(
+        defined.properties[1].desired.as_deref(),
+        Some("60"),
+        "mappers get the twin's (clamped) value, not the object's"
+    );
+    assert!(calls.contains(&HookCall::Desired {
+        value: DesiredValue {
+            device: id.into(),
+            key: "setpoint".into(),
+            value: "60".into(),
+            value_type: "int".into(),
+        },
+        stored_expected: Some("60".into()),
+    }));
     node.stop().await;
 }

@@ -37,6 +37,7 @@ pub fn db_path(dir: &Path) -> PathBuf {
 /// One hook call, with what SQLite held when it was made (to tell "after the commit" from
 /// "before").
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // test records; size does not matter
 pub enum HookCall {
     /// `desired`, with the `expected` column of that twin's row at the time of the call.
     Desired {
@@ -62,6 +63,8 @@ pub struct RecordingHooks {
     db: PathBuf,
     calls: Mutex<Vec<HookCall>>,
     stalls: Mutex<std::collections::HashMap<String, Duration>>,
+    /// Cloud desired values reviewed by a clamp: device → ceiling.
+    ceilings: Mutex<std::collections::HashMap<String, i64>>,
 }
 
 impl RecordingHooks {
@@ -71,6 +74,7 @@ impl RecordingHooks {
             db,
             calls: Mutex::new(Vec::new()),
             stalls: Mutex::default(),
+            ceilings: Mutex::default(),
         })
     }
 
@@ -79,6 +83,16 @@ impl RecordingHooks {
     #[allow(dead_code)] // used by tests/reviews.rs only
     pub fn stall_reviews(&self, device: &str, delay: Duration) {
         self.stalls.lock().unwrap().insert(device.to_owned(), delay);
+    }
+
+    /// From now on, desired values the cloud proposes for `device` are clamped to `ceiling`
+    /// (a safety twin handler), and the reviews are recorded.
+    #[allow(dead_code)] // used by tests/module.rs only
+    pub fn clamp_cloud_desired(&self, device: &str, ceiling: i64) {
+        self.ceilings
+            .lock()
+            .unwrap()
+            .insert(device.to_owned(), ceiling);
     }
 
     /// The calls so far, in order.
@@ -98,10 +112,25 @@ impl RecordingHooks {
 impl TwinHooks for RecordingHooks {
     fn reviews(&self, device: &str) -> bool {
         self.stalls.lock().unwrap().contains_key(device)
+            || self.ceilings.lock().unwrap().contains_key(device)
     }
 
     fn review(&self, change: ProposedChange, _twins: Arc<dyn TwinLookup>) -> HookFuture<'_> {
         let delay = self.stalls.lock().unwrap().get(&change.device).copied();
+        let ceiling = self.ceilings.lock().unwrap().get(&change.device).copied();
+        if let Some(ceiling) = ceiling
+            && change.desired
+            && change.proposer == wedge_devicetwin::hooks::Proposer::Cloud
+        {
+            let value: i64 = change.value.parse().unwrap();
+            return Box::pin(async move {
+                if value > ceiling {
+                    HookVerdict::Replace(ceiling.to_string())
+                } else {
+                    HookVerdict::Accept
+                }
+            });
+        }
         Box::pin(async move {
             if let Some(delay) = delay {
                 tokio::time::sleep(delay).await;
