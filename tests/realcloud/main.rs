@@ -10,6 +10,7 @@
 
 mod checks;
 mod device;
+mod dmi;
 mod lease;
 mod pods;
 
@@ -80,6 +81,12 @@ fn main() -> ExitCode {
             Box::new(pods::a_pod_the_node_cannot_run_names_the_field),
         ),
         ("lease_is_renewed_for_three_minutes", lease_watch),
+        (
+            "desired_values_reach_dmi_and_wasm_mappers_and_a_deleted_device_leaves_its_mapper",
+            Box::new(
+                dmi::desired_values_reach_dmi_and_wasm_mappers_and_a_deleted_device_leaves_its_mapper,
+            ),
+        ),
         (
             "twin_reports_through_an_outage_end_at_the_edges_value",
             Box::new(device::twin_reports_through_an_outage_end_at_the_edges_value),

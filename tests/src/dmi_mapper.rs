@@ -30,6 +30,7 @@ pub fn example_devices() -> Result<String> {
 pub struct DmiMapper {
     child: Child,
     log: PathBuf,
+    http_port: u16,
 }
 
 impl DmiMapper {
@@ -52,6 +53,7 @@ impl DmiMapper {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755))?;
         }
+        let http_port = crate::free_port();
         let config = dir.join("mapper.yaml");
         std::fs::write(
             &config,
@@ -59,7 +61,7 @@ impl DmiMapper {
                 "grpc_server:\n  socket_path: {}\ncommon:\n  name: virtualdevice-mapper\n  version: v1.23.1\n  api_version: v1.0.0\n  protocol: virtualProtocol\n  address: 127.0.0.1\n  edgecore_sock: {}\n  http_port: \"{}\"\n",
                 dir.join("virtualdevice.sock").display(),
                 node_socket.display(),
-                crate::free_port(),
+                http_port,
             ),
         )?;
         let log = dir.join(format!("mapper-{}.log", crate::free_port()));
@@ -72,7 +74,29 @@ impl DmiMapper {
             .stderr(std::fs::File::create(&log)?)
             .spawn()
             .with_context(|| format!("cannot start {}", binary.display()))?;
-        Ok(DmiMapper { child, log })
+        Ok(DmiMapper {
+            child,
+            log,
+            http_port,
+        })
+    }
+
+    /// The body of `GET <path>` on the mapper's REST API (mapper-framework's
+    /// `/api/v1/device/<ns>/<name>/<property>` reads a device it drives).
+    pub fn rest_get(&self, path: &str) -> Result<String> {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.http_port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        Ok(response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_owned())
+            .unwrap_or(response))
     }
 
     /// What it logged so far.

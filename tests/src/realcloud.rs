@@ -478,6 +478,7 @@ modules:
     rootDirectory: {root}
 {extra}  deviceTwin:
     enable: true
+    dmiSockPath: {dmi}
 ",
             certs = certs.display(),
             ws = cloud.cloudhub_ws(),
@@ -488,6 +489,7 @@ modules:
             pause = crate::cloud_node::PAUSE_IMAGE,
             root = dir.path().join("kubelet").display(),
             extra = options.edged_extra,
+            dmi = dir.path().join("dmi").join("dmi.sock").display(),
         );
         let config_path = dir.path().join("edgecore.yaml");
         std::fs::write(&config_path, config)?;
@@ -523,6 +525,16 @@ modules:
     /// The node's directory (config, certificates, data, kubelet root).
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Its data directory (admin socket and token, database).
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// The socket KubeEdge mappers reach it on (`modules.deviceTwin.dmiSockPath`).
+    pub fn dmi_socket(&self) -> PathBuf {
+        self.dir.path().join("dmi").join("dmi.sock")
     }
 }
 
