@@ -147,3 +147,56 @@ fn a_kubeedge_mapper_registers_reports_and_gets_desired_values_beside_a_wasm_map
     // virtual device now reports it.
     wait_twin(&node, "default/thermo-1", "temperature", "25", "25");
 }
+
+#[test]
+fn a_device_file_edited_or_removed_on_sighup_reaches_the_kubeedge_mapper() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("dmi").join("dmi.sock");
+    let devices = example_devices().unwrap();
+    let extra = Extra {
+        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
+        ..Default::default()
+    };
+    let node = TwinNode::start_with(dir.path(), Broker::Embedded, &devices, &extra).unwrap();
+    let mapper_dir = dir.path().join("mapper");
+    std::fs::create_dir_all(&mapper_dir).unwrap();
+    let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
+    wait_twin(&node, VDEV, "setpoint", "30", "30");
+
+    // The file's desired value changes: re-read on SIGHUP, it reaches the device.
+    let file = dir.path().join("devices").join("devices.yaml");
+    std::fs::write(&file, devices.replace("value: \"30\"", "value: \"45\"")).unwrap();
+    node.daemon.signal(libc::SIGHUP).unwrap();
+    mapper
+        .wait_log(
+            "VIRTUALDEVICE WRITE device=vdev-1 key=setpoint value=45 via=desired",
+            WAIT,
+        )
+        .unwrap();
+    wait_twin(&node, VDEV, "setpoint", "45", "45");
+
+    // The Device leaves the file: the mapper lets go of it.
+    let reading = "/api/v1/device/default/vdev-1/temperature";
+    assert!(
+        mapper
+            .rest_get(reading)
+            .unwrap()
+            .contains("\"Value\":\"23\"")
+    );
+    let model_only = devices.split("\n---\n").next().unwrap().to_owned();
+    std::fs::write(&file, model_only).unwrap();
+    node.daemon.signal(libc::SIGHUP).unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let body = mapper.rest_get(reading).unwrap();
+        if body.contains("not found device default/vdev-1") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mapper still drives vdev-1: {body}\n{}",
+            node.daemon.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

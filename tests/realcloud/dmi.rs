@@ -1,7 +1,9 @@
 //! The device plane driven from the cloud: a KubeEdge mapper (the real one of `../shared/dmi/`,
 //! over DMI) and a Wasm mapper (`virtual-thermometer`) on the Wedge node get their Devices from
 //! CloudCore; `kubectl patch device` of a desired value reaches each device and comes back in
-//! its DeviceStatus; `kubectl delete device` makes the KubeEdge mapper let go of its device.
+//! its DeviceStatus; a twin handler (`threshold`, set to clamp desired setpoints from the
+//! cloud to 50) clamps one on its way; `kubectl delete device` makes the KubeEdge mapper let go
+//! of its device.
 
 use std::time::{Duration, Instant};
 
@@ -137,6 +139,34 @@ pub fn desired_values_reach_dmi_and_wasm_mappers_and_a_deleted_device_leaves_its
     cloud_shows(bed, "vdev-1", "setpoint", "35")?;
     patch_desired(bed, "rc-wasm-1", 0, "27")?;
     cloud_shows(bed, "rc-wasm-1", "temperature", "27")?;
+
+    // A safety handler: desired setpoints from the cloud above 50 are clamped to 50. The
+    // cloud asks for 90; the device gets 50.
+    let clamp = wedge_tests::hostile::repackage("threshold", |m| {
+        m.name = "setpoint-clamp".into();
+        m.config = serde_json::json!({"rules": [{
+            "property": "setpoint", "max": 50, "action": "clamp",
+            "side": "desired", "source": "cloud"
+        }]});
+    })?;
+    let file = bed.node.dir().join("setpoint-clamp.wasm");
+    std::fs::write(&file, clamp)?;
+    let (ok, out, err) = wedge_tests::wedge_cmd(&[
+        "module",
+        "deploy",
+        file.to_str().context("package path")?,
+        "--data-dir",
+        &data,
+    ])?;
+    ensure!(ok, "deploy setpoint-clamp: {out}{err}");
+    patch_desired(bed, "vdev-1", 1, "90")?;
+    mapper.wait_log(&write("50"), WAIT)?;
+    cloud_shows(bed, "vdev-1", "setpoint", "50")?;
+    ensure!(
+        !mapper.log().contains(&write("90")),
+        "the unclamped value reached the device:\n{}",
+        mapper.log()
+    );
 
     // kubectl delete device: the mapper lets go of it (its REST API no longer knows it).
     let reading = "/api/v1/device/default/vdev-1/temperature";

@@ -65,8 +65,11 @@ fn bad(reason: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, reason.to_owned())
 }
 
-/// Copies frames from `from` to `to`, rewriting header blocks.
-async fn rewrite<R, W>(from: &mut R, to: &mut W) -> io::Result<()>
+/// Copies what a client sends (`from`: the connection preface, then frames) to `to`, with
+/// every header block's invalid `:authority` replaced by `localhost`. Ends at the client's
+/// end of stream; malformed input (no preface, bad padding, a CONTINUATION out of place, a
+/// header block HPACK cannot decode or over 256 KiB) ends it with an error.
+pub async fn rewrite<R, W>(from: &mut R, to: &mut W) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,

@@ -22,7 +22,7 @@
 
 #![warn(missing_docs)]
 
-mod authority;
+pub mod authority;
 mod client;
 pub mod convert;
 mod module;
