@@ -1,9 +1,11 @@
 //! A small blocking TCP client over `wasi:sockets`, for device I/O.
 //!
-//! Rust's `std::net` does not work inside Wedge guests; [`TcpStream`] is the replacement. The
-//! host only lets a module connect to the endpoints its manifest lists under
-//! `capabilities.endpoints`; any other address fails with an error of kind
-//! [`PermissionDenied`](std::io::ErrorKind::PermissionDenied), never a trap.
+//! Rust's `std::net` does not work inside Wedge guests; [`TcpStream`] is the replacement, and
+//! [`resolve`] looks host names up. The host only lets a module reach what its manifest grants
+//! under `capabilities.endpoints` (addresses, networks like `10.0.0.0/8:502`, host names like
+//! `plc-1.lan:502`, port ranges); anything else fails with an error of kind
+//! [`PermissionDenied`](std::io::ErrorKind::PermissionDenied), never a trap. Name lookups work
+//! only for a module granted some host name.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -33,8 +35,9 @@ use wasip2::sockets::{instance_network, tcp_create_socket};
 
 /// A connected TCP stream with blocking reads and writes and optional timeouts.
 ///
-/// Only IP literals are accepted as addresses (`"192.0.2.7:502"`, `"[::1]:502"`): guests have
-/// no name resolution. It implements [`Read`] and [`Write`]; the inherent [`read`](Self::read),
+/// Addresses are `ip:port` (`"192.0.2.7:502"`, `"[::1]:502"`) or `host:port`
+/// (`"plc-1.lan:502"`, looked up with [`resolve`]). It implements [`Read`] and [`Write`]; the
+/// inherent [`read`](Self::read),
 /// [`read_exact`](Self::read_exact) and [`write_all`](Self::write_all) work without importing
 /// those traits.
 ///
@@ -58,28 +61,57 @@ pub struct TcpStream {
 }
 
 impl TcpStream {
-    /// Connects to `addr` (`"ip:port"`), waiting at most `timeout` for the connection.
+    /// Connects to `addr` (`"ip:port"` or `"host:port"`), waiting at most `timeout` in all
+    /// (name lookup included); a name's addresses are tried in turn.
     ///
-    /// Errors: [`InvalidInput`](ErrorKind::InvalidInput) for an address that is not an IP
-    /// literal with a port or a zero timeout; [`PermissionDenied`](ErrorKind::PermissionDenied)
-    /// when the manifest does not allow the endpoint; [`TimedOut`](ErrorKind::TimedOut);
+    /// Errors: [`InvalidInput`](ErrorKind::InvalidInput) for an address without a port or a
+    /// zero timeout; [`NotFound`](ErrorKind::NotFound) for a name that resolves to nothing;
+    /// [`PermissionDenied`](ErrorKind::PermissionDenied) when the manifest does not grant the
+    /// endpoint (or any host name, for a lookup); [`TimedOut`](ErrorKind::TimedOut);
     /// [`ConnectionRefused`](ErrorKind::ConnectionRefused) and the like from the network.
     ///
     /// ```no_run
     /// # use std::time::Duration;
     /// let s = wedge_guest::net::TcpStream::connect("10.0.0.5:502", Duration::from_secs(2))?;
+    /// let t = wedge_guest::net::TcpStream::connect("plc-1.lan:502", Duration::from_secs(2))?;
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn connect(addr: &str, timeout: Duration) -> io::Result<TcpStream> {
-        let peer: SocketAddr = addr.trim().parse().map_err(|_| {
+        let addr = addr.trim();
+        if let Ok(peer) = addr.parse::<SocketAddr>() {
+            return TcpStream::connect_addr(peer, timeout);
+        }
+        let invalid = || {
             io::Error::new(
                 ErrorKind::InvalidInput,
                 format!(
-                    "invalid endpoint {addr:?}: expected an IP address and port, like 127.0.0.1:502"
+                    "invalid endpoint {addr:?}: expected an address or host name and a port, like 127.0.0.1:502 or plc-1.lan:502"
                 ),
             )
-        })?;
-        TcpStream::connect_addr(peer, timeout)
+        };
+        let (host, port) = addr.rsplit_once(':').ok_or_else(invalid)?;
+        let port: u16 = port.parse().map_err(|_| invalid())?;
+        if host.is_empty() || timeout.is_zero() {
+            return Err(invalid());
+        }
+        let started = Instant::now();
+        let mut last = None;
+        for ip in resolve(host)? {
+            let left = timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            match TcpStream::connect_addr(SocketAddr::new(ip, port), left) {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            io::Error::new(
+                ErrorKind::TimedOut,
+                format!("connect to {addr}: timed out after {timeout:?}"),
+            )
+        }))
     }
 
     /// Connects to `peer`, waiting at most `timeout`; as [`connect`](Self::connect).
@@ -438,11 +470,12 @@ fn socket_error(code: ErrorCode, what: &str) -> io::Error {
         ErrorCode::ConnectionRefused => ErrorKind::ConnectionRefused,
         ErrorCode::ConnectionReset => ErrorKind::ConnectionReset,
         ErrorCode::ConnectionAborted => ErrorKind::ConnectionAborted,
+        ErrorCode::NameUnresolvable => ErrorKind::NotFound,
         _ => ErrorKind::Other,
     };
     let text = match code {
         ErrorCode::AccessDenied => {
-            "access denied by the host (is the endpoint in the manifest's capabilities.endpoints?)"
+            "access denied by the host (is the endpoint, or for a name lookup a host name, granted in the manifest's capabilities.endpoints?)"
                 .to_string()
         }
         _ => format!("{} ({})", code.message().trim_end_matches('.'), code.name()),
@@ -463,4 +496,47 @@ fn stream_error(e: streams::Error, what: &str) -> io::Error {
         ErrorKind::Other
     };
     io::Error::new(kind, format!("{what}: {text}"))
+}
+
+/// The addresses `host` resolves to, in the resolver's order.
+///
+/// Errors: [`PermissionDenied`](ErrorKind::PermissionDenied) when the module's manifest grants
+/// no host name; [`NotFound`](ErrorKind::NotFound) when the name resolves to nothing.
+///
+/// ```no_run
+/// let addrs = wedge_guest::net::resolve("plc-1.lan")?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn resolve(host: &str) -> io::Result<Vec<std::net::IpAddr>> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use wasip2::sockets::ip_name_lookup::resolve_addresses;
+    use wasip2::sockets::network::IpAddress;
+    let what = || format!("look up {host}");
+    if let Ok(ip) = host.trim_matches(['[', ']']).parse::<IpAddr>() {
+        return Ok(vec![ip]);
+    }
+    let network = instance_network::instance_network();
+    let stream = resolve_addresses(&network, host).map_err(|e| socket_error(e, &what()))?;
+    let ready = stream.subscribe();
+    let mut found = Vec::new();
+    loop {
+        match stream.resolve_next_address() {
+            Ok(Some(IpAddress::Ipv4((a, b, c, d)))) => {
+                found.push(IpAddr::V4(Ipv4Addr::new(a, b, c, d)));
+            }
+            Ok(Some(IpAddress::Ipv6((a, b, c, d, e, f, g, h)))) => {
+                found.push(IpAddr::V6(Ipv6Addr::new(a, b, c, d, e, f, g, h)));
+            }
+            Ok(None) => break,
+            Err(ErrorCode::WouldBlock) => ready.block(),
+            Err(e) => return Err(socket_error(e, &what())),
+        }
+    }
+    if found.is_empty() {
+        return Err(io::Error::new(
+            ErrorKind::NotFound,
+            format!("{}: no addresses", what()),
+        ));
+    }
+    Ok(found)
 }

@@ -345,6 +345,67 @@ async fn modbus_mapper_reads_and_writes_a_real_modbus_server() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_mapper_reaches_a_granted_host_name_and_is_refused_outside_its_grants() {
+    let server = ModbusServer::start(Registers {
+        holding: [(1, 7)].into(),
+        ..Registers::default()
+    })
+    .await;
+    let other = ModbusServer::start(Registers {
+        holding: [(1, 9)].into(),
+        ..Registers::default()
+    })
+    .await;
+    let node = node().await;
+    let port = server.addr.port();
+    // The grant names a host, not an address: `localhost` on the server's port.
+    node.host
+        .deploy(repackage("modbus-tcp", |m| {
+            m.capabilities.endpoints = vec![format!("localhost:{port}")]
+        }))
+        .await
+        .unwrap();
+    let modbus = mapper(&node, "modbus-tcp");
+    let device = |id: &str, address: String| Device {
+        id: id.into(),
+        protocol: "modbus-tcp".into(),
+        protocol_config: serde_json::json!({"address": address, "timeout_ms": 1000}).to_string(),
+        properties: vec![Property {
+            name: "mode".into(),
+            value_type: "int".into(),
+            visitor: serde_json::json!({"register": "HoldingRegister", "offset": 1}).to_string(),
+            collect_cycle_ms: 50,
+        }],
+    };
+    // A device addressed by the granted name: resolved by the guest, connected, read.
+    modbus
+        .add_device(device("default/by-name", format!("localhost:{port}")))
+        .await
+        .unwrap();
+    let rec = node.recorder.clone();
+    eventually("the device at localhost read", || {
+        rec.last_report("default/by-name", "mode") == Some(TwinValue::Integer(7))
+    })
+    .await;
+    // A device outside the grant (another port): its poll fails with the host's refusal,
+    // named as such; nothing traps and the granted device goes on.
+    modbus
+        .add_device(device("default/outside", other.addr.to_string()))
+        .await
+        .unwrap();
+    let err = modbus
+        .poll("default/outside")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("access denied by the host"), "{err}");
+    assert!(err.contains("capabilities.endpoints"), "{err}");
+    assert_eq!(modbus.status().traps, 0);
+    other.with(|r| assert_eq!(r.requests, 0, "the refused device was never reached"));
+    modbus.poll("default/by-name").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn hostile_guests_fail_only_their_own_calls() {
     let node = node().await;
     node.host.deploy(module_bytes("threshold")).await.unwrap();

@@ -3,7 +3,9 @@
 //! in [`codec`].
 //!
 //! Device `protocol-config`: `{"address":"127.0.0.1:1502","slave_id":1,"timeout_ms":1000}`
-//! (`slave_id` defaults to 1, `timeout_ms` to the module config's, itself 1000 by default).
+//! (`address` is `ip:port` or `host:port`, which the manifest's `capabilities.endpoints` must
+//! grant; `slave_id` defaults to 1, `timeout_ms` to the module config's, itself 1000 by
+//! default).
 //! Property `visitor`: `{"register":"HoldingRegister"|"InputRegister"|"Coil"|"DiscreteInput",
 //! "offset":N,"limit":1|2,"scale":1.0,"swap_words":false,"format":"uint"|"int"|"float"}`
 //! (`format` defaults to `float` for a 32-bit float property, else `uint`).
@@ -60,7 +62,7 @@ struct Point {
 }
 
 struct ModbusDevice {
-    address: SocketAddr,
+    address: String,
     slave_id: u8,
     timeout: Duration,
     points: Vec<Point>,
@@ -72,7 +74,7 @@ impl ModbusDevice {
     /// Runs one request, connecting first if needed; drops the connection when it broke.
     fn call(&mut self, request: &frame::Request) -> Result<Response, Error> {
         if self.client.is_none() {
-            let mut stream = TcpStream::connect_addr(self.address, self.timeout)?;
+            let mut stream = TcpStream::connect(&self.address, self.timeout)?;
             stream.set_read_timeout(Some(self.timeout))?;
             stream.set_write_timeout(Some(self.timeout))?;
             self.client = Some(Client::new(stream, self.slave_id));
@@ -114,12 +116,19 @@ impl Mapper for ModbusTcp {
 
     fn add_device(&mut self, device: Device) -> Result<(), String> {
         let pc: ProtocolConfig = device.protocol_config_as()?;
-        let address: SocketAddr = pc.address.trim().parse().map_err(|_| {
-            format!(
-                "device {}: address {:?} is not an ip:port",
+        // `ip:port` or `host:port`; a name is looked up at each (re)connect, so a device that
+        // moves to a new address follows its name.
+        let address = pc.address.trim().to_owned();
+        let valid = address.parse::<SocketAddr>().is_ok()
+            || address
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !valid {
+            return Err(format!(
+                "device {}: address {:?} is not ip:port or host:port",
                 device.id, pc.address
-            )
-        })?;
+            ));
+        }
         let timeout_ms = pc.timeout_ms.unwrap_or(self.config.timeout_ms);
         if timeout_ms == 0 {
             return Err(format!("device {}: timeout_ms must be positive", device.id));

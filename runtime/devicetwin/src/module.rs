@@ -966,6 +966,7 @@ impl Turn<'_> {
     async fn load_stored_definitions(&mut self) {
         let stored = match self.twin.store.read(crate::objects::all).await {
             Ok(stored) => stored,
+            Err(StoreError::Closed) => return,
             Err(e) => {
                 tracing::error!("stored device definitions not loaded: {e}");
                 return;

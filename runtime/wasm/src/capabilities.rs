@@ -1,7 +1,5 @@
 //! Checks of what a guest asks to touch against what its manifest grants.
 
-use std::net::SocketAddr;
-
 /// True when `filter` is a valid MQTT topic filter (`+` whole levels, `#` only last).
 pub fn valid_topic_filter(filter: &str) -> bool {
     if filter.is_empty() {
@@ -53,21 +51,6 @@ pub fn device_matches(pattern: &str, device: &str) -> bool {
     }
 }
 
-/// What a socket use may be: connections only to granted endpoints, and the implicit
-/// wildcard bind that precedes a connect. Listening, explicit binds and UDP are refused.
-pub fn socket_allowed(
-    endpoints: &[SocketAddr],
-    addr: SocketAddr,
-    use_: wasmtime_wasi::sockets::SocketAddrUse,
-) -> bool {
-    use wasmtime_wasi::sockets::SocketAddrUse;
-    match use_ {
-        SocketAddrUse::TcpConnect => endpoints.contains(&addr),
-        SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,33 +77,5 @@ mod tests {
         assert!(device_matches("*-1", "default/thermo-1"));
         assert!(device_matches("dev-1", "dev-1"));
         assert!(!device_matches("dev-1", "dev-10"));
-    }
-
-    #[test]
-    fn sockets_only_to_granted_endpoints() {
-        use wasmtime_wasi::sockets::SocketAddrUse;
-        let granted = ["127.0.0.1:1502".parse().unwrap()];
-        assert!(socket_allowed(
-            &granted,
-            granted[0],
-            SocketAddrUse::TcpConnect
-        ));
-        let other = "127.0.0.1:9".parse().unwrap();
-        assert!(!socket_allowed(&granted, other, SocketAddrUse::TcpConnect));
-        assert!(socket_allowed(
-            &granted,
-            "0.0.0.0:0".parse().unwrap(),
-            SocketAddrUse::TcpBind
-        ));
-        assert!(!socket_allowed(
-            &granted,
-            "0.0.0.0:8080".parse().unwrap(),
-            SocketAddrUse::TcpBind
-        ));
-        assert!(!socket_allowed(
-            &granted,
-            granted[0],
-            SocketAddrUse::TcpListen
-        ));
     }
 }

@@ -44,14 +44,31 @@ impl HostState {
         mapper_devices: Arc<RwLock<HashSet<String>>>,
         log: Arc<GuestLog>,
     ) -> HostState {
-        let endpoints = manifest.endpoint_addrs();
+        let grants = Arc::new(manifest.endpoint_grants());
+        let module = manifest.name.clone();
         let mut wasi = WasiCtxBuilder::new();
-        wasi.allow_tcp(!endpoints.is_empty())
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
+        wasi.allow_tcp(!grants.is_empty())
+            .allow_udp(!grants.is_empty())
+            .allow_ip_name_lookup(grants.has_names())
             .socket_addr_check(move |addr, use_| {
-                let allowed = capabilities::socket_allowed(&endpoints, addr, use_);
-                Box::pin(async move { allowed })
+                let grants = grants.clone();
+                let module = module.clone();
+                Box::pin(async move {
+                    let allowed = grants.allows(addr, use_).await;
+                    if !allowed {
+                        // The guest gets `access-denied` (PermissionDenied), never a trap; the
+                        // operator learns which address and grants, at debug level so a
+                        // retrying mapper cannot flood the log.
+                        tracing::debug!(
+                            %module,
+                            %addr,
+                            use_ = ?use_,
+                            grants = %grants.describe(),
+                            "socket refused: not granted by capabilities.endpoints"
+                        );
+                    }
+                    allowed
+                })
             });
         let limits = StoreMemory::new(manifest.limits.memory_mib);
         HostState {

@@ -12,6 +12,7 @@ mod bindings;
 pub mod capabilities;
 mod engine;
 mod error;
+pub mod grants;
 mod guest_log;
 mod host_state;
 pub mod manifest;

@@ -4,7 +4,6 @@
 //! JSON in the component (see `package`), so a deployable module is one file. Nothing a guest
 //! may do — topics, endpoints, memory, time — is granted outside the manifest.
 
-use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +34,8 @@ pub struct Capabilities {
     /// MQTT topics it may publish to (`+` and `#` wildcards).
     #[serde(default)]
     pub topics: Vec<String>,
-    /// `ip:port` endpoints it may open TCP connections to.
+    /// Endpoints it may reach over TCP and UDP, as grants (`ip:port`, `10.0.0.0/8:502`,
+    /// `plc.lan:502`, `*:502`, port ranges; see [`crate::grants`]).
     #[serde(default)]
     pub endpoints: Vec<String>,
 }
@@ -136,13 +136,10 @@ impl Manifest {
         self.config.to_string()
     }
 
-    /// The endpoints as socket addresses (validated).
-    pub fn endpoint_addrs(&self) -> Vec<SocketAddr> {
-        self.capabilities
-            .endpoints
-            .iter()
-            .filter_map(|e| e.parse().ok())
-            .collect()
+    /// The endpoint grants (validated by [`Manifest::validate`]; an invalid entry grants
+    /// nothing).
+    pub fn endpoint_grants(&self) -> crate::grants::Grants {
+        crate::grants::Grants::parse(&self.capabilities.endpoints).unwrap_or_default()
     }
 
     /// Checks every field; the error names the field and what is allowed.
@@ -182,12 +179,8 @@ impl Manifest {
                 ));
             }
         }
-        for endpoint in &self.capabilities.endpoints {
-            if endpoint.parse::<SocketAddr>().is_err() {
-                return fail(format!(
-                    "capabilities.endpoints: {endpoint:?} is not an ip:port address"
-                ));
-            }
+        if let Err(e) = crate::grants::Grants::parse(&self.capabilities.endpoints) {
+            return fail(format!("capabilities.endpoints: {e}"));
         }
         if self.limits.memory_mib == 0 || self.limits.memory_mib > MAX_MEMORY_MIB {
             return fail(format!(
@@ -252,7 +245,7 @@ retries = 3
     fn parses_toml_and_round_trips_json() {
         let m = Manifest::from_toml(GOOD).unwrap();
         assert_eq!(m.kind, ModuleKind::Mapper);
-        assert_eq!(m.endpoint_addrs(), vec!["127.0.0.1:1502".parse().unwrap()]);
+        assert_eq!(m.endpoint_grants().describe(), "127.0.0.1:1502");
         assert_eq!(m.config_json(), r#"{"retries":3}"#);
         assert_eq!(Manifest::from_json(&m.to_json()).unwrap(), m);
     }
@@ -281,7 +274,7 @@ retries = 3
             ),
             (GOOD.replace("protocol = \"modbus-tcp\"\n", ""), "protocol"),
             (
-                GOOD.replace("127.0.0.1:1502", "plc.local"),
+                GOOD.replace("127.0.0.1:1502", "plc.local:port"),
                 "capabilities.endpoints",
             ),
             (

@@ -478,23 +478,37 @@ impl Signals {
 }
 
 /// The DMI socket for `dmiSockPath` (see [`wedge_dmi::socket_path`]). Its directory is made
-/// here; when that is not possible (KubeEdge's default `/etc/kubeedge` and a node not run as
-/// root), `<dataDir>/dmi.sock` is used instead and said, so a node run from a checkout still
-/// serves mappers.
+/// here; when that is not possible or not writable (KubeEdge's default `/etc/kubeedge` and a
+/// node not run as root), `<dataDir>/dmi.sock` is used instead and said, so a node run from a
+/// checkout still serves mappers.
 fn dmi_socket(dmi_sock_path: &str, data_dir: &std::path::Path) -> std::path::PathBuf {
     let socket = wedge_dmi::socket_path(dmi_sock_path);
     let dir = socket.parent().unwrap_or(std::path::Path::new("/"));
-    match std::fs::create_dir_all(dir) {
+    let usable = std::fs::create_dir_all(dir).and_then(|()| writable(dir));
+    match usable {
         Ok(()) => socket,
         Err(e) => {
             let fallback = data_dir.join("dmi.sock");
             tracing::warn!(
-                "modules.deviceTwin.dmiSockPath: cannot create {} ({e}); KubeEdge mappers \
+                "modules.deviceTwin.dmiSockPath: cannot create sockets in {} ({e}); KubeEdge mappers \
                  reach this node on {} instead",
                 dir.display(),
                 fallback.display()
             );
             fallback
         }
+    }
+}
+
+/// Whether this process may create files in `dir` (a socket needs write and search access).
+fn writable(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+    if unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

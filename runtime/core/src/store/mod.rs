@@ -203,7 +203,14 @@ impl Store {
         let store = self.clone();
         tokio::task::spawn_blocking(move || store.read_blocking(op))
             .await
-            .unwrap_or_else(|e| Err(StoreError::Panicked(e.to_string())))
+            .unwrap_or_else(|e| {
+                // A read cancelled because the runtime is shutting down did not panic.
+                if e.is_cancelled() {
+                    Err(StoreError::Closed)
+                } else {
+                    Err(StoreError::Panicked(e.to_string()))
+                }
+            })
     }
 
     /// [`Store::read`] for code already off the async runtime.
