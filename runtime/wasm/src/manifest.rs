@@ -4,7 +4,6 @@
 //! JSON in the component (see `package`), so a deployable module is one file. Nothing a guest
 //! may do — topics, endpoints, memory, time — is granted outside the manifest.
 
-
 use serde::{Deserialize, Serialize};
 
 /// Which world a module implements.

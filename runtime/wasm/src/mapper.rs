@@ -306,6 +306,25 @@ impl MapperModule {
         let _ = thread.join();
     }
 
+    /// [`MapperModule::stop`] for async code: the wait for the thread sleeps on the runtime's
+    /// timer instead of blocking a worker thread (a mapper stuck in a host call would otherwise
+    /// hold a tokio worker for up to [`STOP_WAIT`]).
+    pub async fn stop_async(&self) {
+        self.request_stop();
+        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        let Some(thread) = thread else { return };
+        let deadline = tokio::time::Instant::now() + STOP_WAIT;
+        while !thread.is_finished() {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(module = %self.manifest.name, "mapper thread still busy {STOP_WAIT:?} after stop; left to end on its own");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // Finished: the join returns at once.
+        let _ = thread.join();
+    }
+
     /// Status for listings and metrics.
     pub fn status(&self) -> ModuleStatus {
         let backoff = self

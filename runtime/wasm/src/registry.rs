@@ -291,7 +291,7 @@ impl WasmHost {
             return;
         };
         let devices = old.device_definitions().await.unwrap_or_default();
-        old.stop();
+        old.stop_async().await;
         let Deployed::Mapper(new) = new else {
             return;
         };
@@ -328,7 +328,7 @@ impl WasmHost {
         let removed = self.write().remove(name);
         self.track_code(name, None);
         if let Some(Deployed::Mapper(m)) = removed {
-            m.stop();
+            m.stop_async().await;
         }
         self.reservations().remove(name);
         if let Some(sha) = sha {
