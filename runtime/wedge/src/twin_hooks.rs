@@ -1,19 +1,11 @@
 //! devicetwin's hooks over the node's Wasm host: twin handlers review proposed changes, and
-//! mappers are handed device definitions and desired values.
-//!
-//! devicetwin calls the definition and desired-value hooks from its own loop and must not
-//! wait for a mapper (a mapper call may block on device I/O up to its deadline), so those
-//! hooks queue the mapper call and return. Each mapper has one queue, worked off in order by
-//! one task: a device is always added before its desired values are written and removed after
-//! them, while a slow mapper delays only itself. A queued call looks its mapper up by name
-//! when it runs, so it reaches the instance deployed by then (an upgrade in between is fine).
+//! mappers are handed device definitions and desired values (`drive.rs`: recorded, then
+//! applied by one worker per mapper, so devicetwin never waits for a mapper and nothing
+//! queues without bound).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::future::Future;
-use std::pin::Pin;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::{mpsc, oneshot};
 use wedge_devicetwin::definition::DeviceDefinition;
 use wedge_devicetwin::effects::DesiredValue;
 use wedge_devicetwin::hooks::{
@@ -24,9 +16,6 @@ use wedge_wasm::{
     Deployed, Device, HandlerModule, MapperModule, ModuleKind, Property, TwinReader, TwinUpdate,
     TwinValue, UpdateSource, Verdict, WasmHost,
 };
-
-/// One queued mapper call.
-type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Definitions by device id, shared with the twin reader of handler calls (for types).
 type Definitions = Arc<Mutex<BTreeMap<String, DeviceDefinition>>>;
@@ -41,10 +30,8 @@ pub struct WasmTwinHooks {
     host: Arc<WasmHost>,
     /// Every device defined on the node, by id — also those no mapper drives yet.
     definitions: Definitions,
-    /// The queue of each mapper, by module name.
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Job>>>,
-    /// Where queue workers run (the hooks are called from synchronous code).
-    runtime: tokio::runtime::Handle,
+    /// The mappers' workers.
+    drive: Arc<drive::Drive>,
 }
 
 /// The host's form of a definition.
@@ -102,101 +89,14 @@ fn drivers(host: &WasmHost, device: &str) -> Vec<String> {
 
 impl WasmTwinHooks {
     /// Hooks over `host`. Must be called inside the tokio runtime that will run the mapper
-    /// queues (the daemon's).
+    /// workers (the daemon's).
     pub fn new(host: Arc<WasmHost>) -> WasmTwinHooks {
+        let definitions: Definitions = Arc::default();
         WasmTwinHooks {
+            drive: drive::Drive::new(host.clone(), definitions.clone()),
             host,
-            definitions: Arc::default(),
-            queues: Mutex::new(HashMap::new()),
-            runtime: tokio::runtime::Handle::current(),
+            definitions,
         }
-    }
-
-    /// Queues `job` on mapper `name`'s queue, starting its worker if needed.
-    fn enqueue(&self, name: &str, job: Job) {
-        let mut queues = lock(&self.queues);
-        let mut job = Some(job);
-        // Twice at most: a worker that ended (a job panicked, or the runtime is stopping) is
-        // replaced once.
-        for _ in 0..2 {
-            let sender = queues.entry(name.to_owned()).or_insert_with(|| {
-                let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-                self.runtime.spawn(async move {
-                    while let Some(job) = rx.recv().await {
-                        job.await;
-                    }
-                });
-                tx
-            });
-            let Some(next) = job.take() else { return };
-            match sender.send(next) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(back)) => {
-                    job = Some(back);
-                    queues.remove(name);
-                }
-            }
-        }
-        tracing::warn!(mapper = name, "mapper queue not running; call dropped");
-    }
-
-    /// Queues the hand-over of `definition` to mapper `name`. When it runs, it is skipped if a
-    /// later definition or removal superseded it, or if the mapper already drives exactly this
-    /// definition (so re-sent definitions and upgrades do not reset a device).
-    fn enqueue_add(&self, name: &str, definition: DeviceDefinition) {
-        let host = self.host.clone();
-        let definitions = self.definitions.clone();
-        let mapper_name = name.to_owned();
-        self.enqueue(
-            name,
-            Box::pin(async move {
-                let id = definition.id.clone();
-                if lock(&definitions).get(&id) != Some(&definition) {
-                    return;
-                }
-                let Some(mapper) = mapper_named(&host, &mapper_name) else {
-                    // Removed meanwhile; a later deploy of a mapper for the protocol gets it.
-                    return;
-                };
-                let device = to_wasm(&definition);
-                if let Ok(driven) = mapper.device_definitions().await
-                    && driven.contains(&device)
-                {
-                    return;
-                }
-                match mapper.add_device(device).await {
-                    Ok(()) => tracing::info!(mapper = %mapper_name, device = %id, "device handed to its mapper"),
-                    Err(e) => tracing::warn!(
-                        mapper = %mapper_name,
-                        device = %id,
-                        protocol = %definition.protocol,
-                        "mapper refused the device: {e}"
-                    ),
-                }
-            }),
-        );
-    }
-
-    /// Queues the removal of `device` from mapper `name`, if it drives it by then.
-    fn enqueue_remove(&self, name: &str, device: &str) {
-        let host = self.host.clone();
-        let mapper_name = name.to_owned();
-        let id = device.to_owned();
-        self.enqueue(
-            name,
-            Box::pin(async move {
-                let Some(mapper) = mapper_named(&host, &mapper_name) else {
-                    return;
-                };
-                if !mapper.devices().contains(&id) {
-                    return;
-                }
-                match mapper.remove_device(&id).await {
-                    Ok(()) => tracing::info!(mapper = %mapper_name, device = %id, "device no longer driven"),
-                    Err(e) => tracing::warn!(mapper = %mapper_name, device = %id, "mapper failed to let go of the device: {e}"),
-                }
-            }),
-        );
     }
 
     /// Hands mapper `name` (just deployed, upgraded or reloaded) the remembered definitions of
@@ -219,22 +119,15 @@ impl WasmTwinHooks {
             }
             return;
         }
-        let definitions: Vec<DeviceDefinition> = lock(&self.definitions)
+        let devices: Vec<String> = lock(&self.definitions)
             .values()
             .filter(|d| d.protocol == protocol)
-            .cloned()
+            .map(|d| d.id.clone())
             .collect();
-        for definition in definitions {
-            self.enqueue_add(name, definition);
+        for device in devices {
+            self.drive.touch(name, &device);
         }
-        let (done, finished) = oneshot::channel();
-        self.enqueue(
-            name,
-            Box::pin(async move {
-                let _ = done.send(());
-            }),
-        );
-        let _ = finished.await;
+        self.drive.settle(name).await;
     }
 }
 
@@ -380,7 +273,8 @@ impl TwinHooks for WasmTwinHooks {
     }
 
     fn desired(&self, value: DesiredValue) {
-        // The mapper driving the device, or the one it is queued for (its add may not have run).
+        // The mapper driving the device, or the one chosen for its protocol (its add may not
+        // have run yet; the worker adds the device first).
         let name = drivers(&self.host, &value.device)
             .into_iter()
             .next()
@@ -391,88 +285,62 @@ impl TwinHooks for WasmTwinHooks {
                 mapper_for(&self.host, &protocol).map(|m| m.manifest().name.clone())
             });
         let Some(name) = name else {
-            // Not a Wasm-driven device: an MQTT mapper learns the value from the delta topic.
+            // Not a Wasm-driven device: an MQTT mapper learns the value from the delta topic,
+            // a DMI mapper from DMI.
             tracing::debug!(device = %value.device, key = %value.key, "no Wasm mapper drives the device");
             return;
         };
-        let host = self.host.clone();
-        let mapper_name = name.clone();
-        self.enqueue(
+        self.drive.desire(
             &name,
-            Box::pin(async move {
-                let DesiredValue {
-                    device,
-                    key,
-                    value,
-                    value_type,
-                } = value;
-                let Some(mapper) = mapper_named(&host, &mapper_name) else {
-                    tracing::warn!(mapper = %mapper_name, device = %device, key = %key, "mapper gone; desired value not written");
-                    return;
-                };
-                if !mapper.devices().contains(&device) {
-                    tracing::warn!(mapper = %mapper_name, device = %device, key = %key, "mapper does not drive the device; desired value not written");
-                    return;
-                }
-                let typed = match TwinValue::from_kubeedge(&value, &value_type) {
-                    Ok(v) => v,
-                    Err(reason) => {
-                        tracing::warn!(mapper = %mapper_name, device = %device, key = %key, value = %value, "desired value not written: {reason}");
-                        return;
-                    }
-                };
-                if let Err(e) = mapper.write_property(&device, &key, typed).await {
-                    tracing::warn!(
-                        mapper = %mapper_name,
-                        device = %device,
-                        key = %key,
-                        value = %value,
-                        "desired value not written to the device: {e}"
-                    );
-                }
-            }),
+            &value.device,
+            &value.key,
+            (value.value, value.value_type),
         );
     }
 
     fn device_defined(&self, definition: DeviceDefinition) {
         let id = definition.id.clone();
         let previous = lock(&self.definitions).insert(id.clone(), definition.clone());
-        let target =
-            mapper_for(&self.host, &definition.protocol).map(|m| m.manifest().name.clone());
-        // Whoever drives it now — or was queued to, under its previous protocol — lets go of
-        // it unless it is also the new driver.
-        let mut releasing: BTreeSet<String> = drivers(&self.host, &id).into_iter().collect();
-        if let Some(previous) = previous
-            && let Some(m) = mapper_for(&self.host, &previous.protocol)
+        // Whoever drives it now, was chosen for its previous protocol, or is chosen for its
+        // protocol now looks at it: the ones not chosen let go, the chosen one adds it.
+        let mut concerned: BTreeSet<String> = drivers(&self.host, &id).into_iter().collect();
+        for protocol in [
+            Some(&definition.protocol),
+            previous.as_ref().map(|p| &p.protocol),
+        ]
+        .into_iter()
+        .flatten()
         {
-            releasing.insert(m.manifest().name.clone());
-        }
-        for name in releasing {
-            if Some(&name) != target.as_ref() {
-                self.enqueue_remove(&name, &id);
+            if let Some(m) = mapper_for(&self.host, protocol) {
+                concerned.insert(m.manifest().name.clone());
             }
         }
-        match target {
-            Some(name) => self.enqueue_add(&name, definition),
-            None => tracing::debug!(
+        if concerned.is_empty() {
+            tracing::debug!(
                 device = %id,
                 protocol = %definition.protocol,
                 "no Wasm mapper for the protocol yet; definition kept for one"
-            ),
+            );
+        }
+        for name in concerned {
+            self.drive.touch(&name, &id);
         }
     }
 
     fn device_removed(&self, device: &str) {
         let previous = lock(&self.definitions).remove(device);
-        let mut releasing: BTreeSet<String> = drivers(&self.host, device).into_iter().collect();
+        self.drive.forget(device);
+        let mut concerned: BTreeSet<String> = drivers(&self.host, device).into_iter().collect();
         if let Some(m) = previous.and_then(|p| mapper_for(&self.host, &p.protocol)) {
-            releasing.insert(m.manifest().name.clone());
+            concerned.insert(m.manifest().name.clone());
         }
-        for name in releasing {
-            self.enqueue_remove(&name, device);
+        for name in concerned {
+            self.drive.touch(&name, device);
         }
     }
 }
+
+mod drive;
 
 #[cfg(test)]
 mod tests;

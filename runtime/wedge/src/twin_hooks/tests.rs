@@ -469,3 +469,34 @@ fn repackage(relative: &str, change: impl FnOnce(&mut wedge_wasm::Manifest)) -> 
     change(&mut manifest);
     package::embed(&bytes, &manifest).unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_desired_values_ends_at_the_latest_without_a_queue() {
+    let node = node().await;
+    node.host
+        .deploy(module_bytes("virtual-thermometer"))
+        .await
+        .unwrap();
+    node.hooks.device_defined(thermo_definition());
+    node.hooks.mapper_deployed("virtual-thermometer").await;
+    // 10,000 values faster than any mapper takes them: each is recorded over the previous
+    // one (the hooks hold one pending value per twin), and the device ends at the last.
+    for i in 1..=10_000 {
+        node.hooks.desired(DesiredValue {
+            device: THERMO.into(),
+            key: "setpoint".into(),
+            value: i.to_string(),
+            value_type: "float".into(),
+        });
+    }
+    let rec = node.recorder.clone();
+    eventually("the last desired setpoint reported back", || {
+        rec.last_report(THERMO, "setpoint") == Some(TwinValue::Float(10_000.0))
+    })
+    .await;
+    let writes = mapper(&node, "virtual-thermometer").status().calls;
+    assert!(
+        writes < 1_000,
+        "{writes} calls for 10,000 values: not coalesced"
+    );
+}
