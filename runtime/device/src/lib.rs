@@ -8,7 +8,7 @@
 //!
 //! * [`definition`]: Device/DeviceModel objects (cloud JSON or local YAML), the catalog that
 //!   resolves them, and [`definition::DeviceDefinition`].
-//! * [`value`]: twin key, value and type rules.
+//! * [`value`]: twin key, value and type rules, and `TwinValue`, a twin value typed by them.
 
 #![warn(missing_docs)]
 

@@ -2,6 +2,8 @@
 //! definition for devicetwin (what mappers and the cloud send), the Wasm host (what handlers
 //! return) and DMI (what KubeEdge mappers report), so the three never disagree.
 
+use std::fmt;
+
 /// Reason for a bad key.
 pub const BAD_KEY: &str = "The key of twin must only include upper or lowercase letters, number, english, and special letter - _ . , : / @ # and the length of key should be less than 128 bytes";
 /// Reason for a bad value.
@@ -47,6 +49,68 @@ pub fn check_type(value: &str, twin_type: &str) -> Result<(), &'static str> {
 /// the finite check already refuses; the rest (decimal and exponent forms) agree.
 fn go_float_syntax(value: &str) -> bool {
     !value.is_empty() && !value.contains(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+}
+
+/// A typed twin value, as guests see it (`wedge:device/types.twin-value`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TwinValue {
+    /// KubeEdge type `string` (and any type Wedge does not know).
+    Text(String),
+    /// KubeEdge types `int` / `integer`.
+    Integer(i64),
+    /// KubeEdge type `float`.
+    Float(f64),
+    /// KubeEdge type `boolean`.
+    Boolean(bool),
+}
+
+impl TwinValue {
+    /// Parses KubeEdge's string form given the twin's declared type. Errors use KubeEdge's
+    /// wording, since they end up in twin update results.
+    ///
+    /// The check is [`check_type`]'s, so a value devicetwin stores is a value guests can read
+    /// and the other way round. Types other than `int`, `integer`, `float` and `boolean` are
+    /// text.
+    pub fn from_kubeedge(value: &str, value_type: &str) -> Result<TwinValue, String> {
+        let typed = matches!(value_type, "int" | "integer" | "float" | "boolean");
+        if !typed {
+            return Ok(TwinValue::Text(value.to_owned()));
+        }
+        check_type(value, value_type).map_err(str::to_owned)?;
+        // check_type accepted it, so it parses.
+        let not = || String::from("the value does not parse as its type");
+        Ok(match value_type {
+            "float" => TwinValue::Float(value.parse().map_err(|_| not())?),
+            "boolean" => TwinValue::Boolean(value == "true"),
+            _ => TwinValue::Integer(value.parse().map_err(|_| not())?),
+        })
+    }
+
+    /// KubeEdge's type name for this value.
+    pub fn kubeedge_type(&self) -> &'static str {
+        match self {
+            TwinValue::Text(_) => "string",
+            TwinValue::Integer(_) => "int",
+            TwinValue::Float(_) => "float",
+            TwinValue::Boolean(_) => "boolean",
+        }
+    }
+
+    /// KubeEdge's string form.
+    pub fn to_kubeedge(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for TwinValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TwinValue::Text(s) => f.write_str(s),
+            TwinValue::Integer(i) => write!(f, "{i}"),
+            TwinValue::Float(x) => write!(f, "{x}"),
+            TwinValue::Boolean(b) => write!(f, "{b}"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -98,6 +162,53 @@ mod tests {
         assert_eq!(
             check_type("1", "bytes"),
             Err("the value type is not allowed")
+        );
+    }
+
+    #[test]
+    fn twin_values_parse_and_print_kubeedge_forms() {
+        assert_eq!(
+            TwinValue::from_kubeedge("22", "int"),
+            Ok(TwinValue::Integer(22))
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("2.5", "float"),
+            Ok(TwinValue::Float(2.5))
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("true", "boolean"),
+            Ok(TwinValue::Boolean(true))
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("hot", "string"),
+            Ok(TwinValue::Text("hot".into()))
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("hot", "int").unwrap_err(),
+            "the value is not int or integer"
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("inf", "float").unwrap_err(),
+            "the value is not float"
+        );
+        assert_eq!(
+            TwinValue::from_kubeedge("yes", "boolean").unwrap_err(),
+            "the bool value must be true or false"
+        );
+        assert_eq!(TwinValue::Float(25.0).to_kubeedge(), "25");
+        assert_eq!(TwinValue::Float(2.5).kubeedge_type(), "float");
+    }
+
+    #[test]
+    fn twin_values_use_the_same_check_as_the_twins() {
+        // Rust parses these as floats; KubeEdge's rules (Go's ParseFloat) do not.
+        for value in ["inf", "NaN", "infinity", "1e400"] {
+            assert_eq!(check_type(value, "float"), Err("the value is not float"));
+            assert!(TwinValue::from_kubeedge(value, "float").is_err(), "{value}");
+        }
+        assert_eq!(
+            TwinValue::from_kubeedge("anything", "double"),
+            Ok(TwinValue::Text("anything".into()))
         );
     }
 }

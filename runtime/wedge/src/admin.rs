@@ -14,7 +14,7 @@ use wedge_core::health::{Health, ModuleHealth};
 use wedge_core::metrics::{MetricsSource, PromWriter};
 use wedge_wasm::{ModuleKind, WasmError, WasmHost};
 
-use crate::twin_hooks::WasmTwinHooks;
+use wedge_mappers::WasmTwinHooks;
 
 /// What the handlers read.
 #[derive(Clone)]

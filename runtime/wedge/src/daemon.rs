@@ -126,7 +126,7 @@ async fn run_node(
     // out device definitions and reviews updates.
     let wasm = start_wasm_host(&config, &bus, &store).await?;
     sources.push(wasm.clone());
-    let twin_hooks = Arc::new(crate::twin_hooks::WasmTwinHooks::new(wasm.clone()));
+    let twin_hooks = Arc::new(wedge_mappers::WasmTwinHooks::new(wasm.clone()));
 
     if modules.event_bus.enable {
         let mut settings = EventBusSettings::from_config(&modules.event_bus, &node)
@@ -197,7 +197,7 @@ async fn run_node(
         ));
         sources.push(dmi.clone());
         supervisor.spawn(dmi.clone())?;
-        let hooks = Arc::new(crate::device_hooks::NodeTwinHooks {
+        let hooks = Arc::new(wedge_mappers::NodeTwinHooks {
             wasm: twin_hooks.clone(),
             dmi: Some(dmi),
         });

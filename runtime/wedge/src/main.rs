@@ -13,7 +13,6 @@ mod cert_rotation;
 mod cli;
 mod config_cmd;
 mod daemon;
-mod device_hooks;
 mod edged_config;
 mod heap;
 mod logging;
@@ -23,7 +22,6 @@ mod precompile;
 mod reload;
 mod rlimit;
 mod scaffold;
-mod twin_hooks;
 mod wasm_bridge;
 mod wasm_pods;
 

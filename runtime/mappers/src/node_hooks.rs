@@ -10,7 +10,7 @@ use wedge_devicetwin::effects::DesiredValue;
 use wedge_devicetwin::hooks::{HookFuture, ProposedChange, TwinHooks, TwinLookup};
 use wedge_dmi::Dmi;
 
-use crate::twin_hooks::WasmTwinHooks;
+use crate::wasm_hooks::WasmTwinHooks;
 
 /// The node's [`TwinHooks`].
 pub struct NodeTwinHooks {
