@@ -542,6 +542,7 @@ impl Turn<'_> {
                 if !self.fits(|l, d| l.check_sync(d, &device, &payload)) {
                     return;
                 }
+                let payload = self.reviewed_sync(&device, &payload).await;
                 self.apply(
                     "cloud_sync",
                     crate::cloud_sync::handle,
@@ -913,6 +914,64 @@ impl Turn<'_> {
             tracing::info!(device = %def.id, key = %property.name, value = %value, "desired value from the device's definition");
             self.emit(effects, None, WhenRefused::StoreAnyway).await;
         }
+    }
+
+    /// A cloud sync as the twin handlers leave it: each desired value it writes is reviewed
+    /// (`source: cloud`); a replaced one is synced as replaced, a refused key is left out
+    /// (logged; the twin keeps its value). Without reviewing handlers, or for a body that does
+    /// not parse (the sync path refuses it with KubeEdge's answer), the payload is unchanged.
+    async fn reviewed_sync(&self, device: &str, payload: &[u8]) -> Vec<u8> {
+        if !self.twin.hooks.reviews(device) {
+            return payload.to_vec();
+        }
+        let Ok(mut request) = crate::wire::parse_cloud_update(payload) else {
+            return payload.to_vec();
+        };
+        let stored = self.twin.cache.read().get(device).map(|r| r.twins.clone());
+        let keys: Vec<String> = request.twin.keys().cloned().collect();
+        let mut changed = false;
+        for key in keys {
+            let Some(Some(twin)) = request.twin.get(&key) else {
+                continue;
+            };
+            let Some(value) = twin.expected.as_ref().and_then(|e| e.value.clone()) else {
+                continue;
+            };
+            let old = stored.as_ref().and_then(|t| t.get(&key));
+            let requested_type = twin.metadata.as_ref().map(|m| m.kind.clone());
+            let value_type = old
+                .map(|t| t.attr_type.clone())
+                .or(requested_type)
+                .unwrap_or_else(|| "string".to_owned());
+            if value_type == crate::mapper_update::DELETED {
+                continue;
+            }
+            let previous = old
+                .and_then(|t| t.expected.as_ref())
+                .and_then(|e| e.value.clone());
+            let verdict = self
+                .reviewed_desired(device, &key, value.clone(), &value_type, previous)
+                .await;
+            match verdict {
+                Some(reviewed) if reviewed == value => {}
+                Some(reviewed) => {
+                    if let Some(Some(twin)) = request.twin.get_mut(&key)
+                        && let Some(expected) = twin.expected.as_mut()
+                    {
+                        expected.value = Some(reviewed);
+                        changed = true;
+                    }
+                }
+                None => {
+                    request.twin.remove(&key);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return payload.to_vec();
+        }
+        crate::wire::to_json(&request).into_bytes()
     }
 
     /// A desired value from the cloud (a Device object), as the twin handlers leave it:

@@ -1026,3 +1026,35 @@ async fn a_changed_device_desired_value_is_reviewed_stored_and_handed_to_the_map
     }));
     node.stop().await;
 }
+
+#[tokio::test]
+async fn a_cloud_sync_is_reviewed_by_the_twin_handlers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node::start(dir.path(), settings(), SEED_THERMO).await;
+    connect(&mut node).await;
+    // A safety handler clamps desired temperatures from the cloud to 28.
+    node.hooks.clamp_cloud_desired(THERMO, 28);
+    node.cloud_sends(
+        "update",
+        CLOUD_SYNC,
+        r#"{"event_id":"sync-1","timestamp":1700000000300,"twin":{"temperature":{"expected":{"value":"30"},"optional":true,"metadata":{"type":"int"},"expected_version":{"cloud":2,"edge":0}}}}"#,
+    )
+    .await;
+    let out = node.publishes(2).await;
+    assert!(
+        out[1].payload.contains(r#""delta":{"temperature":"28"}"#),
+        "{out:?}"
+    );
+    let row = node.twin_row(THERMO, "temperature").unwrap();
+    assert_eq!(row.expected, "28");
+    assert_eq!(row.expected_version, r#"{"cloud":2,"edge":0}"#);
+    assert!(
+        node.hooks.calls().iter().any(|c| matches!(
+            c,
+            HookCall::Desired { value, .. } if value.value == "28"
+        )),
+        "the mappers hear the clamped value: {:?}",
+        node.hooks.calls()
+    );
+    node.stop().await;
+}
