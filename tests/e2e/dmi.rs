@@ -200,3 +200,102 @@ fn a_device_file_edited_or_removed_on_sighup_reaches_the_kubeedge_mapper() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn wedge_device_and_twin_commands_read_twins_and_set_a_desired_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("dmi").join("dmi.sock");
+    let extra = Extra {
+        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
+        ..Default::default()
+    };
+    let node = TwinNode::start_with(
+        dir.path(),
+        Broker::Embedded,
+        &example_devices().unwrap(),
+        &extra,
+    )
+    .unwrap();
+    let mapper_dir = dir.path().join("mapper");
+    std::fs::create_dir_all(&mapper_dir).unwrap();
+    let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
+    wait_twin(&node, VDEV, "setpoint", "30", "30");
+    wait_twin(&node, VDEV, "temperature", "", "23");
+    let deadline = Instant::now() + WAIT;
+    while state(&node.db, VDEV).as_deref() != Some("ok") {
+        assert!(
+            Instant::now() < deadline,
+            "no device state from ReportDeviceStates"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let data = node.data_dir().to_str().unwrap().to_owned();
+    let wedge = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--data-dir", &data]);
+        wedge_cmd(&all).unwrap()
+    };
+
+    let (ok, out, err) = wedge(&["device", "list"]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("DEVICE"), "{out}");
+    assert!(
+        out.contains("default/vdev-1") && out.contains(" ok "),
+        "{out}"
+    );
+
+    let (ok, out, err) = wedge(&["device", "get", VDEV, "-o", "json"]);
+    assert!(ok, "{err}");
+    let view: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(view["twins"]["setpoint"]["expected"], "30");
+    assert_eq!(view["twins"]["temperature"]["actual"], "23");
+    assert_eq!(view["state"], "ok");
+
+    // A desired value set by the operator reaches the device like one from the cloud.
+    let (ok, out, err) = wedge(&["twin", "set", VDEV, "setpoint=44"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("desired 44"), "{out}");
+    mapper
+        .wait_log(
+            "VIRTUALDEVICE WRITE device=vdev-1 key=setpoint value=44 via=desired",
+            WAIT,
+        )
+        .unwrap();
+    wait_twin(&node, VDEV, "setpoint", "44", "44");
+    let (ok, out, _) = wedge(&["twin", "get", VDEV]);
+    assert!(ok);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("setpoint") && l.contains("44")),
+        "{out}"
+    );
+
+    // Bad input is a clear error and changes nothing.
+    for (args, says) in [
+        (
+            vec!["twin", "set", VDEV, "setpoint=hot"],
+            "not a valid int value: the value is not int or integer",
+        ),
+        (
+            vec!["twin", "set", VDEV, "nope=1"],
+            "has no property \"nope\" (its properties: setpoint, temperature)",
+        ),
+        (
+            vec!["twin", "set", "default/nope", "x=1"],
+            "no device \"default/nope\"",
+        ),
+        (
+            vec!["twin", "set", VDEV, "setpoint"],
+            "expected PROPERTY=VALUE",
+        ),
+        (
+            vec!["device", "get", "vdev-1"],
+            "a device is <namespace>/<name>",
+        ),
+    ] {
+        let (ok, _, err) = wedge(&args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    wait_twin(&node, VDEV, "setpoint", "44", "44");
+}

@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod attributes;
 pub mod cloud_pending;
 pub mod cloud_sync;

@@ -43,7 +43,7 @@ const REVIEW_DRAIN: Duration = Duration::from_secs(2);
 pub struct DeviceCache(Arc<RwLock<Devices>>);
 
 impl DeviceCache {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Devices> {
+    pub(crate) fn read(&self) -> std::sync::RwLockReadGuard<'_, Devices> {
         self.0.read().unwrap_or_else(|e| e.into_inner())
     }
 

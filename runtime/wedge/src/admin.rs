@@ -1,5 +1,6 @@
-//! The admin HTTP API's routes: `GET /healthz`, `GET /metrics` and `/modules`. How clients
-//! reach them (unix socket, TCP with a token, limits) is `admin_server.rs`.
+//! The admin HTTP API's routes: `GET /healthz`, `GET /metrics`, `/modules` and `/devices`
+//! (`admin_devices.rs`). How clients reach them (unix socket, TCP with a token, limits) is
+//! `admin_server.rs`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,6 +34,10 @@ pub struct AdminState {
     pub twin_hooks: Option<Arc<WasmTwinHooks>>,
     /// Compiles deployed components in a child process.
     pub precompiler: Option<crate::precompile::Precompiler>,
+    /// devicetwin, for `/devices` (when it runs).
+    pub twin: Option<Arc<wedge_devicetwin::module::DeviceTwin>>,
+    /// The bus, to hand devicetwin a desired value.
+    pub bus: wedge_core::Bus,
 }
 
 #[derive(Serialize)]
@@ -190,6 +195,15 @@ pub fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/modules", get(list_modules).post(deploy_module))
         .route("/modules/{name}", axum::routing::delete(remove_module))
+        .route("/devices", get(crate::admin_devices::list))
+        .route(
+            "/devices/{namespace}/{name}",
+            get(crate::admin_devices::get),
+        )
+        .route(
+            "/devices/{namespace}/{name}/twins/{property}",
+            axum::routing::put(crate::admin_devices::set_desired),
+        )
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(state)
 }

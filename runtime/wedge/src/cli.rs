@@ -28,6 +28,12 @@ pub enum Command {
     /// The embedded MQTT broker's users file (`wedge.mqtt.usersFile`).
     #[command(subcommand)]
     Mqtt(MqttCommand),
+    /// The devices of a running node.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+    /// The twins of a device on a running node: read them, set a desired value.
+    #[command(subcommand)]
+    Twin(TwinCommand),
     /// Print a shell completion script (e.g. `wedge completions bash > /etc/bash_completion.d/wedge`).
     Completions {
         /// The shell.
@@ -181,5 +187,68 @@ pub enum ConfigCommand {
     Check {
         /// The file to check.
         file: PathBuf,
+    },
+}
+
+/// How a command prints what it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// A table for people.
+    Table,
+    /// JSON, as the admin API answers.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+/// `wedge device ...`.
+#[derive(Debug, Subcommand)]
+pub enum DeviceCommand {
+    /// List the node's devices.
+    List {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Show one device: state, attributes and twins.
+    Get {
+        /// The device, `<namespace>/<name>`.
+        device: String,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+}
+
+/// `wedge twin ...`.
+#[derive(Debug, Subcommand)]
+pub enum TwinCommand {
+    /// Show a device's twins (desired and reported values).
+    Get {
+        /// The device, `<namespace>/<name>`.
+        device: String,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Output,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Set a desired value, delivered as one from the cloud: twin handlers review it, and the
+    /// device's mapper gets it.
+    Set {
+        /// The device, `<namespace>/<name>`.
+        device: String,
+        /// `PROPERTY=VALUE`.
+        assignment: String,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
     },
 }

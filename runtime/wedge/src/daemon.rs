@@ -172,6 +172,7 @@ async fn run_node(
     } else {
         None
     };
+    let mut device_twin = None;
     if modules.device_twin.enable {
         store
             .migrate(
@@ -207,6 +208,7 @@ async fn run_node(
         }
         let twin = Arc::new(twin);
         sources.push(twin.clone());
+        device_twin = Some(twin.clone());
         supervisor.spawn(twin)?;
     }
     let mut cert_rotation = None;
@@ -273,6 +275,8 @@ async fn run_node(
             cache_dir: config.data_dir().join("modules").join("cache"),
             max_instances: config.wedge.modules.max_instances,
         }),
+        twin: device_twin,
+        bus: bus.clone(),
     });
     let admin_server = crate::admin_server::serve(
         admin_settings,

@@ -6,6 +6,7 @@
 
 mod admin;
 mod admin_client;
+mod admin_devices;
 mod admin_guard;
 mod admin_server;
 mod admin_token;
@@ -13,6 +14,7 @@ mod cert_rotation;
 mod cli;
 mod config_cmd;
 mod daemon;
+mod device_cmd;
 mod edged_config;
 mod heap;
 mod logging;
@@ -36,6 +38,8 @@ fn main() -> ExitCode {
         cli::Command::Config(cmd) => config_cmd::run(cmd),
         cli::Command::Module(cmd) => module_cmd::run(cmd),
         cli::Command::Mqtt(cmd) => mqtt_cmd::run(cmd),
+        cli::Command::Device(cmd) => device_cmd::device(cmd),
+        cli::Command::Twin(cmd) => device_cmd::twin(cmd),
         cli::Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = cli::Cli::command();
