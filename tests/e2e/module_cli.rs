@@ -49,6 +49,44 @@ fn deploy_list_remove_on_a_running_node_and_across_a_restart() {
         "{listed}"
     );
 
+    // Its log: the line `init` wrote, from the node's ring of the module's last lines.
+    let (ok, out, err) = cli(&["module", "logs", "threshold", "--data-dir", admin]);
+    assert!(ok, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains(" INFO  threshold ready with 3 rules")),
+        "{out}"
+    );
+    let (ok, _, err) = cli(&["module", "logs", "nope", "--data-dir", admin]);
+    assert!(
+        !ok && err.contains("no module named \"nope\"") && err.contains("404"),
+        "{err}"
+    );
+    // --follow prints what is there and keeps waiting for more.
+    let mut follow = Command::new(wedge_bin())
+        .args([
+            "module",
+            "logs",
+            "threshold",
+            "--follow",
+            "--data-dir",
+            admin,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(follow.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains("threshold ready"), "{first}");
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(follow.try_wait().unwrap().is_none(), "--follow ended");
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+
     let junk = data.path().join("junk.wasm");
     std::fs::write(&junk, b"not a component").unwrap();
     let (ok, _, err) = cli(&[

@@ -5,7 +5,11 @@
 //! log), its control characters are escaped (a newline in a message must not start a line
 //! that looks like the daemon's own), and each module may write only so many lines a second
 //! (a token bucket), the rest dropped and counted so an operator sees what was shed.
+//!
+//! The last [`RECENT_LINES`] lines written are also kept per module (`wedge module logs`),
+//! numbered so a reader can ask for what came after the last line it saw.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,14 +45,40 @@ struct Bucket {
     dropped_since: u64,
 }
 
-/// One module's guest log: its policy, rate limiter and counters. Shared by every instance
-/// of the module, so a restart does not refill the bucket.
+/// How many of a module's lines are kept for `wedge module logs` (each at most the policy's
+/// `max_line_bytes`: 4 KiB by default, so 2 MiB at worst per module).
+pub const RECENT_LINES: usize = 512;
+
+/// One line a guest wrote, as kept for readers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GuestLogLine {
+    /// Its number: 1 for the module's first line, counting on across instances.
+    pub seq: u64,
+    /// When it was written, Unix ms.
+    #[serde(rename = "unixMs")]
+    pub unix_ms: u64,
+    /// `trace`, `debug`, `info`, `warn` or `error`.
+    pub level: &'static str,
+    /// The line, escaped and capped as it went to the node's log.
+    pub text: String,
+}
+
+/// The last lines, oldest first.
+#[derive(Debug, Default)]
+struct Recent {
+    lines: VecDeque<GuestLogLine>,
+    last_seq: u64,
+}
+
+/// One module's guest log: its policy, rate limiter, counters and last lines. Shared by every
+/// instance of the module, so a restart does not refill the bucket or lose the lines.
 #[derive(Debug)]
 pub(crate) struct GuestLog {
     policy: LogPolicy,
     bucket: Mutex<Bucket>,
     dropped: AtomicU64,
     truncated: AtomicU64,
+    recent: Mutex<Recent>,
 }
 
 /// What [`GuestLog::admit`] decided.
@@ -74,7 +104,39 @@ impl GuestLog {
             }),
             dropped: AtomicU64::new(0),
             truncated: AtomicU64::new(0),
+            recent: Mutex::default(),
         }
+    }
+
+    /// Keeps a written line for readers, forgetting the oldest past [`RECENT_LINES`].
+    pub(crate) fn remember(&self, level: &'static str, text: String) {
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.last_seq += 1;
+        let seq = recent.last_seq;
+        if recent.lines.len() == RECENT_LINES {
+            recent.lines.pop_front();
+        }
+        recent.lines.push_back(GuestLogLine {
+            seq,
+            unix_ms,
+            level,
+            text,
+        });
+    }
+
+    /// The kept lines numbered after `after`, oldest first.
+    pub(crate) fn lines_after(&self, after: u64) -> Vec<GuestLogLine> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .lines
+            .iter()
+            .filter(|l| l.seq > after)
+            .cloned()
+            .collect()
     }
 
     /// Takes a token for one line, or counts it as dropped.
@@ -163,6 +225,21 @@ mod tests {
         );
         let (text, cut) = escape_capped("ééé", 3);
         assert!(cut && text.starts_with("éé"), "{text}");
+    }
+
+    #[test]
+    fn the_last_lines_are_kept_numbered() {
+        let log = GuestLog::new(LogPolicy::default());
+        for i in 0..RECENT_LINES + 10 {
+            log.remember("info", format!("line {i}"));
+        }
+        let all = log.lines_after(0);
+        assert_eq!(all.len(), RECENT_LINES);
+        assert_eq!(all[0].seq, 11);
+        assert_eq!(all[0].text, "line 10");
+        let last = all.last().unwrap().seq;
+        assert!(log.lines_after(last).is_empty());
+        assert_eq!(log.lines_after(last - 2).len(), 2);
     }
 
     #[test]

@@ -239,6 +239,11 @@ impl HandlerModule {
         }
     }
 
+    /// Its last log lines numbered after `after`, oldest first.
+    pub fn log_lines(&self, after: u64) -> Vec<crate::GuestLogLine> {
+        self.log.lines_after(after)
+    }
+
     /// Status for listings and metrics.
     pub fn status(&self) -> ModuleStatus {
         let backoff = self.backoff();

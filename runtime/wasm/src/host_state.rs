@@ -157,6 +157,13 @@ impl mapper::wedge::device::log::Host for HostState {
             }
         }
         let message = self.log.render(&message);
+        let name = match level {
+            Level::Trace => "trace",
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
         match level {
             Level::Trace => tracing::trace!(module, "{message}"),
             Level::Debug => tracing::debug!(module, "{message}"),
@@ -164,6 +171,7 @@ impl mapper::wedge::device::log::Host for HostState {
             Level::Warn => tracing::warn!(module, "{message}"),
             Level::Error => tracing::error!(module, "{message}"),
         }
+        self.log.remember(name, message);
     }
 }
 

@@ -23,7 +23,7 @@ mod value;
 
 pub use engine::{CompileSource, EngineSettings, WasmEngine};
 pub use error::WasmError;
-pub use guest_log::LogPolicy;
+pub use guest_log::{GuestLogLine, LogPolicy, RECENT_LINES};
 pub use manifest::{Manifest, ModuleKind};
 pub use memory::{MemoryBudget, Reservation};
 pub use services::{DeviceState, HostServices, MapperSink, Publisher, TwinReader};

@@ -325,6 +325,11 @@ impl MapperModule {
         let _ = thread.join();
     }
 
+    /// Its last log lines numbered after `after`, oldest first.
+    pub fn log_lines(&self, after: u64) -> Vec<crate::GuestLogLine> {
+        self.shared.log.lines_after(after)
+    }
+
     /// Status for listings and metrics.
     pub fn status(&self) -> ModuleStatus {
         let backoff = self

@@ -65,6 +65,15 @@ impl Deployed {
             Deployed::Mapper(m) => m.manifest(),
         }
     }
+
+    /// Its last log lines numbered after `after` (at most
+    /// [`RECENT_LINES`](crate::guest_log::RECENT_LINES)), oldest first.
+    pub fn log_lines(&self, after: u64) -> Vec<crate::GuestLogLine> {
+        match self {
+            Deployed::Handler(h) => h.log_lines(after),
+            Deployed::Mapper(m) => m.log_lines(after),
+        }
+    }
 }
 
 /// Node-wide limits of guests (`wedge.modules`).

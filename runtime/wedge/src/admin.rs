@@ -124,6 +124,40 @@ async fn deploy_module(
     ))
 }
 
+/// `after=N` of a query string (0 when absent); anything else in it is an error.
+fn after_of(uri: &axum::http::Uri) -> Result<u64, (StatusCode, axum::Json<serde_json::Value>)> {
+    let Some(query) = uri.query().filter(|q| !q.is_empty()) else {
+        return Ok(0);
+    };
+    query
+        .strip_prefix("after=")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| {
+            error_body(
+                StatusCode::BAD_REQUEST,
+                "the only query is after=<line number>",
+            )
+        })
+}
+
+/// `GET /modules/{name}/logs[?after=N]`: the module's last log lines (a bounded ring), oldest
+/// first.
+async fn module_logs(
+    State(state): State<AdminState>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    uri: axum::http::Uri,
+) -> impl IntoResponse {
+    let after = after_of(&uri)?;
+    let host = wasm_host(&state)?;
+    let deployed = host
+        .get(&name)
+        .ok_or_else(|| wasm_error(WasmError::NotFound(name.clone())))?;
+    Ok::<_, (StatusCode, axum::Json<serde_json::Value>)>(axum::Json(serde_json::json!({
+        "module": name,
+        "lines": deployed.log_lines(after),
+    })))
+}
+
 /// `DELETE /modules/{name}`.
 async fn remove_module(
     State(state): State<AdminState>,
@@ -195,6 +229,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/modules", get(list_modules).post(deploy_module))
         .route("/modules/{name}", axum::routing::delete(remove_module))
+        .route("/modules/{name}/logs", get(module_logs))
         .route("/devices", get(crate::admin_devices::list))
         .route(
             "/devices/{namespace}/{name}",

@@ -112,6 +112,17 @@ pub enum ModuleCommand {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Show a module's last log lines (the node keeps its last 512), oldest first.
+    Logs {
+        /// Module name.
+        name: String,
+        /// Keep printing new lines as the module writes them (until interrupted).
+        #[arg(short, long)]
+        follow: bool,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Remove a module from a running node.
     Remove {
         /// Module name.

@@ -20,6 +20,11 @@ pub fn run(cmd: ModuleCommand) -> Result<()> {
         ModuleCommand::Deploy { file, admin } => deploy(&file, &admin),
         ModuleCommand::List { admin } => list(&admin),
         ModuleCommand::Remove { name, admin } => remove(&name, &admin),
+        ModuleCommand::Logs {
+            name,
+            follow,
+            admin,
+        } => logs(&name, follow, &admin),
         ModuleCommand::Precompile {
             file,
             cache_dir,
@@ -86,6 +91,49 @@ fn list(admin: &AdminArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// How often `logs --follow` asks for new lines.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+fn logs(name: &str, follow: bool, admin: &AdminArgs) -> Result<()> {
+    let mut after = 0u64;
+    loop {
+        let answer = request(
+            admin,
+            "GET",
+            &format!("/modules/{name}/logs?after={after}"),
+            b"",
+        )?;
+        if answer.status != 200 {
+            bail!(
+                "logs of {name} ({}): {}",
+                answer.status,
+                answer.error_text()
+            );
+        }
+        let body = answer.json()?;
+        for line in body["lines"].as_array().into_iter().flatten() {
+            let seq = line["seq"].as_u64().unwrap_or(after);
+            if seq > after + 1 && after > 0 {
+                println!(
+                    "... {} line(s) not kept (the node keeps the last 512)",
+                    seq - after - 1
+                );
+            }
+            after = seq;
+            println!(
+                "{} {:<5} {}",
+                wedge_core::time::rfc3339_utc(line["unixMs"].as_i64().unwrap_or(0)),
+                line["level"].as_str().unwrap_or("?").to_uppercase(),
+                line["text"].as_str().unwrap_or_default()
+            );
+        }
+        if !follow {
+            return Ok(());
+        }
+        std::thread::sleep(FOLLOW_EVERY);
+    }
 }
 
 fn remove(name: &str, admin: &AdminArgs) -> Result<()> {
