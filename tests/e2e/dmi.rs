@@ -239,8 +239,14 @@ fn wedge_device_and_twin_commands_read_twins_and_set_a_desired_value() {
     let (ok, out, err) = wedge(&["device", "list"]);
     assert!(ok, "{err}");
     assert!(out.starts_with("DEVICE"), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("default/vdev-1"))
+        .unwrap();
     assert!(
-        out.contains("default/vdev-1") && out.contains(" ok "),
+        row.contains("virtualProtocol")
+            && row.contains("dmi:virtualdevice-mapper")
+            && row.contains(" ok "),
         "{out}"
     );
 
@@ -250,6 +256,8 @@ fn wedge_device_and_twin_commands_read_twins_and_set_a_desired_value() {
     assert_eq!(view["twins"]["setpoint"]["expected"], "30");
     assert_eq!(view["twins"]["temperature"]["actual"], "23");
     assert_eq!(view["state"], "ok");
+    assert_eq!(view["protocol"], "virtualProtocol");
+    assert_eq!(view["mapper"], "dmi:virtualdevice-mapper");
 
     // A desired value set by the operator reaches the device like one from the cloud.
     let (ok, out, err) = wedge(&["twin", "set", VDEV, "setpoint=44"]);

@@ -36,6 +36,9 @@ pub struct DeviceView {
     pub id: String,
     /// Name.
     pub name: String,
+    /// The protocol of its definition (`""` for a device known only from the cloud's
+    /// membership, without a Device object).
+    pub protocol: String,
     /// Description.
     pub description: String,
     /// State as the mapper last reported it (`ok`, `online`, ...; `""` before any).
@@ -50,12 +53,13 @@ pub struct DeviceView {
 }
 
 impl DeviceView {
-    fn of(record: &DeviceRecord) -> DeviceView {
+    fn of(record: &DeviceRecord, protocol: String) -> DeviceView {
         let value =
             |side: &Option<crate::wire::TwinValue>| side.as_ref().and_then(|v| v.value.clone());
         DeviceView {
             id: record.id.clone(),
             name: record.name.clone(),
+            protocol,
             description: record.description.clone(),
             state: record.state.clone(),
             last_online: record.last_online.clone(),
@@ -128,14 +132,20 @@ impl DeviceTwin {
     /// Every device, by id.
     pub fn device_views(&self) -> Vec<DeviceView> {
         let devices = self.cache().read();
-        let mut views: Vec<DeviceView> = devices.values().map(DeviceView::of).collect();
+        let mut views: Vec<DeviceView> = devices
+            .values()
+            .map(|r| DeviceView::of(r, self.protocol_of(&r.id)))
+            .collect();
         views.sort_by(|a, b| a.id.cmp(&b.id));
         views
     }
 
     /// One device.
     pub fn device_view(&self, id: &str) -> Option<DeviceView> {
-        self.cache().device(id).as_ref().map(DeviceView::of)
+        self.cache()
+            .device(id)
+            .as_ref()
+            .map(|r| DeviceView::of(r, self.protocol_of(id)))
     }
 
     /// The twin sync that sets the desired value of `device`'s `key` to `value`, checked

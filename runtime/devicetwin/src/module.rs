@@ -129,6 +129,14 @@ impl DeviceTwin {
         &self.stats
     }
 
+    /// The protocol of device `id`'s definition (`""` when it has none).
+    pub fn protocol_of(&self, id: &str) -> String {
+        self.catalog()
+            .definition(id)
+            .map(|d| d.protocol.clone())
+            .unwrap_or_default()
+    }
+
     fn catalog(&self) -> std::sync::MutexGuard<'_, Catalog> {
         self.definitions.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -37,6 +37,20 @@ impl TwinHooks for NodeTwinHooks {
     }
 
     fn device_defined(&self, definition: DeviceDefinition) {
+        let protocol = definition.protocol.clone();
+        let by_dmi = self
+            .dmi
+            .as_ref()
+            .is_some_and(|d| d.mappers().iter().any(|(p, _)| *p == protocol));
+        if !protocol.is_empty() && !by_dmi && !self.wasm.drives_protocol(&protocol) {
+            // Said once per definition, at info: an MQTT mapper may drive it, and a Wasm or
+            // KubeEdge mapper arriving later gets it then.
+            tracing::info!(
+                device = %definition.id,
+                %protocol,
+                "no Wasm or KubeEdge (DMI) mapper for the device's protocol on this node yet; it waits for one (or an MQTT mapper)"
+            );
+        }
         if let Some(dmi) = &self.dmi {
             dmi.device_defined(definition.clone());
         }

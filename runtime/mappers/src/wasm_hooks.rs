@@ -99,6 +99,11 @@ impl WasmTwinHooks {
         }
     }
 
+    /// Whether a deployed Wasm mapper drives `protocol`.
+    pub fn drives_protocol(&self, protocol: &str) -> bool {
+        mapper_for(&self.host, protocol).is_some()
+    }
+
     /// Hands mapper `name` (just deployed, upgraded or reloaded) the remembered definitions of
     /// its protocol, and returns once it has them. Devices it already drives with the same
     /// definition are left alone. A mapper that is not the one chosen for its protocol (another

@@ -38,6 +38,8 @@ pub struct AdminState {
     pub twin: Option<Arc<wedge_devicetwin::module::DeviceTwin>>,
     /// The bus, to hand devicetwin a desired value.
     pub bus: wedge_core::Bus,
+    /// DMI, to name the KubeEdge mapper of a device (when devicetwin runs).
+    pub dmi: Option<Arc<wedge_dmi::Dmi>>,
 }
 
 #[derive(Serialize)]

@@ -34,10 +34,43 @@ fn twin(state: &AdminState) -> Result<&std::sync::Arc<DeviceTwin>, Answer> {
     })
 }
 
+/// Which mapper of this node drives devices of `protocol`: `wasm:<module>`, `dmi:<mapper>`,
+/// or `""` (none here: an MQTT mapper may still drive it).
+fn mapper_of(state: &AdminState, protocol: &str) -> String {
+    if protocol.is_empty() {
+        return String::new();
+    }
+    if let Some(m) = state
+        .wasm
+        .as_ref()
+        .and_then(|w| w.mapper_for_protocol(protocol))
+    {
+        return format!("wasm:{}", m.manifest().name);
+    }
+    state
+        .dmi
+        .as_ref()
+        .and_then(|d| d.mappers().into_iter().find(|(p, _)| p == protocol))
+        .map(|(_, name)| format!("dmi:{name}"))
+        .unwrap_or_default()
+}
+
+/// A device view with the mapper that drives it.
+fn with_mapper(state: &AdminState, view: &wedge_devicetwin::admin::DeviceView) -> Value {
+    let mut value = json!(view);
+    value["mapper"] = json!(mapper_of(state, &view.protocol));
+    value
+}
+
 /// `GET /devices`.
 pub async fn list(State(state): State<AdminState>) -> Result<axum::Json<Value>, Answer> {
     let twin = twin(&state)?;
-    Ok(axum::Json(json!(twin.device_views())))
+    let views: Vec<Value> = twin
+        .device_views()
+        .iter()
+        .map(|v| with_mapper(&state, v))
+        .collect();
+    Ok(axum::Json(json!(views)))
 }
 
 /// `GET /devices/{namespace}/{name}`.
@@ -48,7 +81,7 @@ pub async fn get(
     let twin = twin(&state)?;
     let id = format!("{namespace}/{name}");
     match twin.device_view(&id) {
-        Some(view) => Ok(axum::Json(json!(view))),
+        Some(view) => Ok(axum::Json(with_mapper(&state, &view))),
         None => Err(error(
             StatusCode::NOT_FOUND,
             format!("no device {id:?} on this node"),

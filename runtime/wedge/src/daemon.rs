@@ -173,6 +173,7 @@ async fn run_node(
         None
     };
     let mut device_twin = None;
+    let mut dmi_module = None;
     if modules.device_twin.enable {
         store
             .migrate(
@@ -197,6 +198,7 @@ async fn run_node(
             wedge_dmi::DmiSettings { socket },
         ));
         sources.push(dmi.clone());
+        dmi_module = Some(dmi.clone());
         supervisor.spawn(dmi.clone())?;
         let hooks = Arc::new(wedge_mappers::NodeTwinHooks {
             wasm: twin_hooks.clone(),
@@ -277,6 +279,7 @@ async fn run_node(
         }),
         twin: device_twin,
         bus: bus.clone(),
+        dmi: dmi_module,
     });
     let admin_server = crate::admin_server::serve(
         admin_settings,

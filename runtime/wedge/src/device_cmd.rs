@@ -12,13 +12,20 @@ pub fn device(cmd: DeviceCommand) -> Result<()> {
             let devices = fetch(&admin, "/devices")?;
             print(output, &devices, |devices| {
                 let mut out = format!(
-                    "{:<36} {:<10} {:>6}  {}\n",
-                    "DEVICE", "STATE", "TWINS", "LAST ONLINE"
+                    "{:<32} {:<16} {:<28} {:<10} {:>6}  {}\n",
+                    "DEVICE", "PROTOCOL", "MAPPER", "STATE", "TWINS", "LAST ONLINE"
                 );
                 for d in devices.as_array().into_iter().flatten() {
+                    let mapper = text(&d["mapper"]);
                     out.push_str(&format!(
-                        "{:<36} {:<10} {:>6}  {}\n",
+                        "{:<32} {:<16} {:<28} {:<10} {:>6}  {}\n",
                         text(&d["id"]),
+                        or_dash(&d["protocol"]),
+                        if mapper.is_empty() {
+                            "none on this node".to_owned()
+                        } else {
+                            mapper
+                        },
                         or_dash(&d["state"]),
                         d["twins"].as_object().map(|t| t.len()).unwrap_or(0),
                         or_dash(&d["lastOnline"]),
@@ -35,9 +42,11 @@ pub fn device(cmd: DeviceCommand) -> Result<()> {
             let view = fetch(&admin, &device_path(&device)?)?;
             print(output, &view, |d| {
                 let mut out = format!(
-                    "device       {}\nname         {}\ndescription  {}\nstate        {}\nlast online  {}\n",
+                    "device       {}\nname         {}\nprotocol     {}\nmapper       {}\ndescription  {}\nstate        {}\nlast online  {}\n",
                     text(&d["id"]),
                     text(&d["name"]),
+                    or_dash(&d["protocol"]),
+                    or_dash(&d["mapper"]),
                     or_dash(&d["description"]),
                     or_dash(&d["state"]),
                     or_dash(&d["lastOnline"]),
