@@ -307,3 +307,67 @@ fn wedge_device_and_twin_commands_read_twins_and_set_a_desired_value() {
     }
     wait_twin(&node, VDEV, "setpoint", "44", "44");
 }
+
+#[test]
+fn a_protocol_has_one_kind_of_mapper_on_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("dmi").join("dmi.sock");
+    let extra = Extra {
+        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
+        ..Default::default()
+    };
+    let mut node = TwinNode::start_with(
+        dir.path(),
+        Broker::Embedded,
+        &example_devices().unwrap(),
+        &extra,
+    )
+    .unwrap();
+    let mapper_dir = dir.path().join("mapper");
+    std::fs::create_dir_all(&mapper_dir).unwrap();
+    let data = node.data_dir().to_str().unwrap().to_owned();
+    // A Wasm mapper of the KubeEdge mapper's protocol.
+    let wasm = wedge_tests::hostile::repackage("virtual-thermometer", |m| {
+        m.protocol = Some("virtualProtocol".into());
+    })
+    .unwrap();
+    let file = dir.path().join("wasm-virtual.wasm");
+    std::fs::write(&file, wasm).unwrap();
+    let deploy = || {
+        wedge_cmd(&[
+            "module",
+            "deploy",
+            file.to_str().unwrap(),
+            "--data-dir",
+            &data,
+        ])
+        .unwrap()
+    };
+
+    // While the KubeEdge mapper drives it, a Wasm mapper of the protocol is refused.
+    let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
+    wait_twin(&node, VDEV, "setpoint", "30", "30");
+    let (ok, _, err) = deploy();
+    assert!(!ok, "deployed beside the KubeEdge mapper");
+    assert!(
+        err.contains("driven by the KubeEdge mapper \"virtualdevice-mapper\" over DMI")
+            && err.contains("409"),
+        "{err}"
+    );
+    mapper.stop();
+
+    // On a fresh node where the Wasm mapper came first, the KubeEdge mapper is refused at
+    // registration, naming the module (mapper-framework then exits).
+    node.daemon.stop(libc::SIGTERM, WAIT).unwrap();
+    std::fs::remove_file(&node.db).unwrap();
+    node.restart().unwrap();
+    let (ok, out, err) = deploy();
+    assert!(ok, "{out}{err}");
+    let mut refused = DmiMapper::start(&mapper_dir, &socket).unwrap();
+    refused
+        .wait_log(
+            "protocol \"virtualProtocol\" is driven by the Wasm mapper \"virtual-thermometer\"",
+            WAIT,
+        )
+        .unwrap();
+}

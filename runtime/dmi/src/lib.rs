@@ -30,7 +30,7 @@ mod server;
 mod state;
 mod store;
 
-pub use module::{Dmi, DmiSettings};
+pub use module::{Dmi, DmiSettings, ProtocolOwner};
 pub use server::socket_path;
 pub use store::{COMPONENT, MIGRATIONS};
 

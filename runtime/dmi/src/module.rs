@@ -31,9 +31,14 @@ pub(crate) struct Stats {
     pub calls_failed: AtomicU64,
 }
 
+/// Who else drives a protocol on the node: the name of the Wasm mapper of a protocol, if any.
+pub type ProtocolOwner = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// What the server, the workers and the hooks share.
 pub(crate) struct Shared {
     pub store: Store,
+    /// Set by the daemon: a protocol a Wasm mapper drives is not given to a DMI mapper too.
+    pub owner: Mutex<Option<ProtocolOwner>>,
     state: Mutex<State>,
     pub stats: Stats,
     /// The bus and the workers' stop signal of the current run.
@@ -154,11 +159,18 @@ impl Dmi {
             shared: Arc::new(Shared {
                 store,
                 state: Mutex::new(State::default()),
+                owner: Mutex::new(None),
                 stats: Stats::default(),
                 run: Mutex::new(None),
             }),
             settings,
         }
+    }
+
+    /// Names who else drives a protocol on this node (the Wasm host's mapper of it): a DMI
+    /// mapper registering for such a protocol is refused, so no device has two drivers.
+    pub fn set_protocol_owner(&self, owner: ProtocolOwner) {
+        *self.shared.owner.lock().unwrap_or_else(|e| e.into_inner()) = Some(owner);
     }
 
     /// A device was defined on the node, or its definition changed: the DMI mapper of its

@@ -83,6 +83,20 @@ impl DeviceManagerService for Manager {
                 info.name
             )));
         }
+        let owner = self
+            .shared
+            .owner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(module) = owner.and_then(|owner| owner(&info.protocol)) {
+            tracing::warn!(mapper = %info.name, protocol = %info.protocol, "DMI mapper refused: the Wasm mapper {module} drives the protocol");
+            return Err(Status::failed_precondition(format!(
+                "protocol {:?} is driven by the Wasm mapper {module:?} on this node; remove it \
+                 (wedge module remove {module}) or give this mapper another protocol",
+                info.protocol
+            )));
+        }
         let stored = info.clone();
         self.shared
             .store

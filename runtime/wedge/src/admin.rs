@@ -108,6 +108,20 @@ async fn deploy_module(
     body: axum::body::Bytes,
 ) -> impl IntoResponse {
     let host = wasm_host(&state)?.clone();
+    // A protocol a KubeEdge mapper drives over DMI is not given to a Wasm mapper too.
+    if let (Ok(manifest), Some(dmi)) = (wedge_wasm::package::extract(&body), &state.dmi)
+        && manifest.kind == ModuleKind::Mapper
+        && let Some(protocol) = manifest.protocol.as_deref()
+        && let Some((_, mapper)) = dmi.mappers().into_iter().find(|(p, _)| p == protocol)
+        && host.get(&manifest.name).is_none()
+    {
+        return Err(error_body(
+            StatusCode::CONFLICT,
+            &format!(
+                "protocol {protocol:?} is driven by the KubeEdge mapper {mapper:?} over DMI on this node; stop it or give this module another protocol"
+            ),
+        ));
+    }
     if let Some(precompiler) = &state.precompiler
         && let Err(e) = precompiler.run(&body).await
     {

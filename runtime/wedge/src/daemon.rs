@@ -197,6 +197,11 @@ async fn run_node(
             store.clone(),
             wedge_dmi::DmiSettings { socket },
         ));
+        let host = wasm.clone();
+        dmi.set_protocol_owner(Arc::new(move |protocol: &str| {
+            host.mapper_for_protocol(protocol)
+                .map(|m| m.manifest().name.clone())
+        }));
         sources.push(dmi.clone());
         dmi_module = Some(dmi.clone());
         supervisor.spawn(dmi.clone())?;
