@@ -4,7 +4,7 @@
 //! a desired value set while the mapper is away is applied after the node restarts, and a
 //! Wasm mapper drives its own devices on the same node.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
@@ -56,6 +56,20 @@ fn wait_twin(node: &TwinNode, device: &str, key: &str, expected: &str, actual: &
     );
 }
 
+/// A node with state in `dir` serving DMI on `dir/dmi/dmi.sock`, defining `devices`; returns
+/// it with its DMI socket and a directory for the mapper.
+fn dmi_node(dir: &Path, devices: &str) -> (TwinNode, PathBuf, PathBuf) {
+    let socket = dir.join("dmi").join("dmi.sock");
+    let extra = Extra {
+        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
+        ..Default::default()
+    };
+    let node = TwinNode::start_with(dir, Broker::Embedded, devices, &extra).unwrap();
+    let mapper_dir = dir.join("mapper");
+    std::fs::create_dir_all(&mapper_dir).unwrap();
+    (node, socket, mapper_dir)
+}
+
 /// A desired value from the cloud, as CloudCore's twin sync (`twin/cloud_updated`) carries it.
 fn cloud_sets(mqtt: &MqttClient, key: &str, value: &str, cloud_version: u64) {
     let payload = format!(
@@ -71,15 +85,8 @@ fn cloud_sets(mqtt: &MqttClient, key: &str, value: &str, cloud_version: u64) {
 #[test]
 fn a_kubeedge_mapper_registers_reports_and_gets_desired_values_beside_a_wasm_mapper() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("dmi").join("dmi.sock");
     let devices = format!("{}\n---\n{THERMOMETERS}", example_devices().unwrap());
-    let extra = Extra {
-        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
-        ..Default::default()
-    };
-    let mut node = TwinNode::start_with(dir.path(), Broker::Embedded, &devices, &extra).unwrap();
-    let mapper_dir = dir.path().join("mapper");
-    std::fs::create_dir_all(&mapper_dir).unwrap();
+    let (mut node, socket, mapper_dir) = dmi_node(dir.path(), &devices);
 
     // Registration: the mapper gets vdev-1 in the MapperRegister answer and writes its
     // desired value (30) at once; readings come back over ReportDeviceStatus.
@@ -151,15 +158,8 @@ fn a_kubeedge_mapper_registers_reports_and_gets_desired_values_beside_a_wasm_map
 #[test]
 fn a_device_file_edited_or_removed_on_sighup_reaches_the_kubeedge_mapper() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("dmi").join("dmi.sock");
     let devices = example_devices().unwrap();
-    let extra = Extra {
-        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
-        ..Default::default()
-    };
-    let node = TwinNode::start_with(dir.path(), Broker::Embedded, &devices, &extra).unwrap();
-    let mapper_dir = dir.path().join("mapper");
-    std::fs::create_dir_all(&mapper_dir).unwrap();
+    let (node, socket, mapper_dir) = dmi_node(dir.path(), &devices);
     let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
     wait_twin(&node, VDEV, "setpoint", "30", "30");
 
@@ -204,20 +204,7 @@ fn a_device_file_edited_or_removed_on_sighup_reaches_the_kubeedge_mapper() {
 #[test]
 fn wedge_device_and_twin_commands_read_twins_and_set_a_desired_value() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("dmi").join("dmi.sock");
-    let extra = Extra {
-        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
-        ..Default::default()
-    };
-    let node = TwinNode::start_with(
-        dir.path(),
-        Broker::Embedded,
-        &example_devices().unwrap(),
-        &extra,
-    )
-    .unwrap();
-    let mapper_dir = dir.path().join("mapper");
-    std::fs::create_dir_all(&mapper_dir).unwrap();
+    let (node, socket, mapper_dir) = dmi_node(dir.path(), &example_devices().unwrap());
     let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
     wait_twin(&node, VDEV, "setpoint", "30", "30");
     wait_twin(&node, VDEV, "temperature", "", "23");
@@ -311,20 +298,7 @@ fn wedge_device_and_twin_commands_read_twins_and_set_a_desired_value() {
 #[test]
 fn a_protocol_has_one_kind_of_mapper_on_a_node() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("dmi").join("dmi.sock");
-    let extra = Extra {
-        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
-        ..Default::default()
-    };
-    let mut node = TwinNode::start_with(
-        dir.path(),
-        Broker::Embedded,
-        &example_devices().unwrap(),
-        &extra,
-    )
-    .unwrap();
-    let mapper_dir = dir.path().join("mapper");
-    std::fs::create_dir_all(&mapper_dir).unwrap();
+    let (mut node, socket, mapper_dir) = dmi_node(dir.path(), &example_devices().unwrap());
     let data = node.data_dir().to_str().unwrap().to_owned();
     // A Wasm mapper of the KubeEdge mapper's protocol.
     let wasm = wedge_tests::hostile::repackage("virtual-thermometer", |m| {
