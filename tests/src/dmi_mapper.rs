@@ -65,15 +65,29 @@ impl DmiMapper {
             ),
         )?;
         let log = dir.join(format!("mapper-{}.log", crate::free_port()));
-        let child = Command::new(&binary)
-            .arg("--config-file")
-            .arg(&config)
-            .arg("--v")
-            .arg("2")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
+        // A test running beside this one may fork while the binary was open for writing; the
+        // child holds that descriptor until it execs, and exec of the binary then fails with
+        // ETXTBSY for a moment. Such a start is tried again.
+        let mut tries = 0;
+        let child = loop {
+            let started = Command::new(&binary)
+                .arg("--config-file")
+                .arg(&config)
+                .arg("--v")
+                .arg("2")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log)?)
+                .spawn();
+            match started {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => {
+                    break other.with_context(|| format!("cannot start {}", binary.display()))?;
+                }
+            }
+        };
         Ok(DmiMapper {
             child,
             log,
