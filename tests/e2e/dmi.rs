@@ -70,6 +70,21 @@ fn dmi_node(dir: &Path, devices: &str) -> (TwinNode, PathBuf, PathBuf) {
     (node, socket, mapper_dir)
 }
 
+/// Waits until the example mapper's first reports are in: `setpoint` 30/30 (the desired
+/// value written at registration), `temperature` 23, and the device state `ok`.
+fn wait_reporting(node: &TwinNode) {
+    wait_twin(node, VDEV, "setpoint", "30", "30");
+    wait_twin(node, VDEV, "temperature", "", "23");
+    let deadline = Instant::now() + WAIT;
+    while state(&node.db, VDEV).as_deref() != Some("ok") {
+        assert!(
+            Instant::now() < deadline,
+            "no device state from ReportDeviceStates"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A desired value from the cloud, as CloudCore's twin sync (`twin/cloud_updated`) carries it.
 fn cloud_sets(mqtt: &MqttClient, key: &str, value: &str, cloud_version: u64) {
     let payload = format!(
@@ -98,16 +113,7 @@ fn a_kubeedge_mapper_registers_reports_and_gets_desired_values_beside_a_wasm_map
             WAIT,
         )
         .unwrap();
-    wait_twin(&node, VDEV, "setpoint", "30", "30");
-    wait_twin(&node, VDEV, "temperature", "", "23");
-    let deadline = Instant::now() + WAIT;
-    while state(&node.db, VDEV).as_deref() != Some("ok") {
-        assert!(
-            Instant::now() < deadline,
-            "no device state from ReportDeviceStates"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_reporting(&node);
 
     // A Wasm mapper on the same node drives the `virtual` devices.
     let path = module("virtual-thermometer");
@@ -206,16 +212,7 @@ fn wedge_device_and_twin_commands_read_twins_and_set_a_desired_value() {
     let dir = tempfile::tempdir().unwrap();
     let (node, socket, mapper_dir) = dmi_node(dir.path(), &example_devices().unwrap());
     let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
-    wait_twin(&node, VDEV, "setpoint", "30", "30");
-    wait_twin(&node, VDEV, "temperature", "", "23");
-    let deadline = Instant::now() + WAIT;
-    while state(&node.db, VDEV).as_deref() != Some("ok") {
-        assert!(
-            Instant::now() < deadline,
-            "no device state from ReportDeviceStates"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_reporting(&node);
     let data = node.data_dir().to_str().unwrap().to_owned();
     let wedge = |args: &[&str]| {
         let mut all = args.to_vec();

@@ -98,19 +98,8 @@ impl DmiMapper {
     /// The body of `GET <path>` on the mapper's REST API (mapper-framework's
     /// `/api/v1/device/<ns>/<name>/<property>` reads a device it drives).
     pub fn rest_get(&self, path: &str) -> Result<String> {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.http_port))?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        write!(
-            stream,
-            "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response)?;
-        Ok(response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_owned())
-            .unwrap_or(response))
+        let api = std::net::SocketAddr::from(([127, 0, 0, 1], self.http_port));
+        Ok(crate::http_get(api, path)?.1)
     }
 
     /// What it logged so far.
