@@ -1,4 +1,4 @@
-//! Bindings generated from `../wit` (package `wedge:device@0.1.0`), one module per world.
+//! Bindings generated from `../wit` (package `wedge:device@0.2.0`), one module per world.
 //!
 //! Nothing here is part of the public API: the SDK converts every generated type into its own
 //! (`TwinValue`, `Device`, ...). The modules are `pub` only so that the export macros, expanded in a

@@ -2,12 +2,13 @@
 //!
 //! The guest SDK for [Wedge](https://example.invalid/wedge) modules: device mappers and twin
 //! handlers compiled to WebAssembly components (`wasm32-wasip2`) against the contract in
-//! `wit/` (package `wedge:device@0.1.0`).
+//! `wit/` (package `wedge:device@0.2.0`).
 //!
 //! A module crate is a `cdylib` that enables exactly one of this crate's features:
 //!
 //! * **`mapper`** — implement [`Mapper`] and export it with [`export_mapper!`]. Imports
-//!   available: [`log`], [`report`], and [`net`] for device I/O.
+//!   available: [`log`], [`report`], [`publish`], and for device I/O [`net`] (TCP, UDP, name
+//!   lookup), [`http`] (HTTP(S) requests) and [`serial`] (serial ports).
 //! * **`twin-handler`** — implement [`TwinHandler`] and export it with
 //!   [`export_twin_handler!`]. Imports available: [`log`], [`twin`], [`publish`].
 //!
@@ -60,11 +61,15 @@ pub mod net;
 mod types;
 
 #[cfg(feature = "mapper")]
+pub mod http;
+#[cfg(feature = "mapper")]
 mod mapper;
 #[cfg(feature = "mapper")]
 pub mod report;
+#[cfg(feature = "mapper")]
+pub mod serial;
 
-#[cfg(feature = "twin-handler")]
+#[cfg(any(feature = "mapper", feature = "twin-handler"))]
 pub mod publish;
 #[cfg(feature = "twin-handler")]
 pub mod twin;

@@ -14,7 +14,8 @@ use crate::{Device, TwinValue};
 /// value it returns is kept for the instance's lifetime and receives every later call. Calls
 /// made before a successful `init` fail with `not initialised`. Values read from devices go back
 /// through [`report::actual`](crate::report::actual); device I/O goes through
-/// [`net::TcpStream`](crate::net::TcpStream) to the endpoints the manifest allows.
+/// [`net`](crate::net) (TCP, UDP), [`http`](crate::http) and [`serial`](crate::serial), to what
+/// the manifest grants.
 ///
 /// ```no_run
 /// use std::collections::HashMap;
@@ -37,9 +38,9 @@ use crate::{Device, TwinValue};
 ///     fn remove_device(&mut self, id: &str) {
 ///         self.devices.remove(id);
 ///     }
-///     fn poll(&mut self, device: &str) -> Result<(), String> {
+///     fn poll(&mut self, device: &str, properties: &[String]) -> Result<(), String> {
 ///         for ((d, p), v) in &self.stored {
-///             if d == device {
+///             if d == device && properties.contains(p) {
 ///                 report::actual(d, p, v.clone())?;
 ///             }
 ///         }
@@ -64,9 +65,12 @@ pub trait Mapper: Sized {
     /// Stops driving a device.
     fn remove_device(&mut self, id: &str);
 
-    /// Collects the device's properties now (called on its collect cycle) and reports them
-    /// with [`report::actual`](crate::report::actual).
-    fn poll(&mut self, device: &str) -> Result<(), String>;
+    /// Collects the named properties of the device now and reports them with
+    /// [`report::actual`](crate::report::actual). The host calls it with the properties whose
+    /// collect cycle is due (each property's `collectCycle`, else 1 s), grouped when several
+    /// are due together, and with all of them for an explicit poll. A device without
+    /// properties is polled on the default cycle with none, to report its state.
+    fn poll(&mut self, device: &str, properties: &[String]) -> Result<(), String>;
 
     /// Writes a desired value to the device.
     fn write_property(
@@ -99,8 +103,8 @@ impl<T: Mapper + 'static> g::Guest for MapperExport<T> {
         instance::with(|m: &mut T| m.remove_device(&id));
     }
 
-    fn poll(device: String) -> Result<(), String> {
-        instance::with(|m: &mut T| m.poll(&device)).unwrap_or_else(not_initialised)
+    fn poll(device: String, properties: Vec<String>) -> Result<(), String> {
+        instance::with(|m: &mut T| m.poll(&device, &properties)).unwrap_or_else(not_initialised)
     }
 
     fn write_property(device: String, property: String, value: g::TwinValue) -> Result<(), String> {
@@ -123,7 +127,7 @@ impl<T: Mapper + 'static> g::Guest for MapperExport<T> {
 ///     fn init(_: &str) -> Result<Self, String> { Ok(Nothing) }
 ///     fn add_device(&mut self, _: Device) -> Result<(), String> { Ok(()) }
 ///     fn remove_device(&mut self, _: &str) {}
-///     fn poll(&mut self, _: &str) -> Result<(), String> { Ok(()) }
+///     fn poll(&mut self, _: &str, _: &[String]) -> Result<(), String> { Ok(()) }
 ///     fn write_property(&mut self, _: &str, _: &str, _: TwinValue) -> Result<(), String> {
 ///         Err("read-only".into())
 ///     }

@@ -441,7 +441,7 @@ fn checked_timeout(timeout: Option<Duration>) -> io::Result<Option<Duration>> {
 }
 
 /// Blocks until `ready` fires or `deadline` passes; `false` on timeout.
-fn wait(ready: &Pollable, deadline: Option<Instant>) -> bool {
+pub(crate) fn wait(ready: &Pollable, deadline: Option<Instant>) -> bool {
     let Some(deadline) = deadline else {
         ready.block();
         return true;

@@ -1,5 +1,9 @@
-//! Publishing on the node's MQTT broker (the `publish` import; feature `twin-handler`).
+//! Publishing on the node's MQTT broker (the `publish` import; twin handlers and, since world
+//! 0.2, mappers).
 
+#[cfg(feature = "mapper")]
+use crate::bindings::mapper::wedge::device::publish as imp;
+#[cfg(all(feature = "twin-handler", not(feature = "mapper")))]
 use crate::bindings::twin_handler::wedge::device::publish as imp;
 
 /// Publishes `payload` on `topic` (QoS 1, not retained). Fails, changing nothing, when the

@@ -20,7 +20,7 @@ pub mod frame;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 use wedge_guest::net::TcpStream;
@@ -58,7 +58,6 @@ struct Point {
     property: Property,
     kind: ValueType,
     visitor: Visitor,
-    last_read: Option<Instant>,
 }
 
 struct ModbusDevice {
@@ -143,7 +142,6 @@ impl Mapper for ModbusTcp {
                 kind: property.kind(),
                 property,
                 visitor,
-                last_read: None,
             });
         }
         wedge_guest::info!(
@@ -173,16 +171,15 @@ impl Mapper for ModbusTcp {
         }
     }
 
-    fn poll(&mut self, id: &str) -> Result<(), String> {
+    fn poll(&mut self, id: &str, properties: &[String]) -> Result<(), String> {
         let dev = self
             .devices
             .get_mut(id)
             .ok_or_else(|| format!("unknown device {id}"))?;
-        let now = Instant::now();
         let mut first_error: Option<String> = None;
         for i in 0..dev.points.len() {
             let p = &dev.points[i];
-            if !due(&p.property, p.last_read, now) {
+            if !properties.contains(&p.property.name) {
                 continue;
             }
             let (name, kind, visitor) = (p.property.name.clone(), p.kind, p.visitor.clone());
@@ -202,7 +199,7 @@ impl Mapper for ModbusTcp {
             match value
                 .and_then(|v| report::actual(id, &name, v).map_err(|e| format!("report: {e}")))
             {
-                Ok(()) => dev.points[i].last_read = Some(now),
+                Ok(()) => {}
                 Err(e) => {
                     wedge_guest::warn!("{id}/{name}: {e}");
                     first_error.get_or_insert(format!("{name}: {e}"));
@@ -227,8 +224,6 @@ impl Mapper for ModbusTcp {
             .visitor
             .write_request(point.kind, &value)
             .map_err(|e| format!("{id}/{property}: {e}"))?;
-        // Read it back on the next poll whatever its collect cycle.
-        point.last_read = None;
         match dev.call(&request) {
             Ok(_) => {
                 dev.set_state(id, DeviceState::Online);
@@ -242,15 +237,6 @@ impl Mapper for ModbusTcp {
                 Err(format!("{id}/{property}: write {value}: {e}"))
             }
         }
-    }
-}
-
-/// Whether a property's own collect cycle (if any) has elapsed since it was last read; 10 %
-/// slack keeps a poll that comes a little early from skipping a cycle.
-fn due(property: &Property, last: Option<Instant>, now: Instant) -> bool {
-    match (property.collect_cycle, last) {
-        (Some(cycle), Some(last)) => now.duration_since(last) + cycle / 10 >= cycle,
-        _ => true,
     }
 }
 

@@ -98,7 +98,6 @@ struct SimProperty {
     params: SignalParams,
     /// Value set by `write_property`, reported instead of the signal.
     stored: Option<TwinValue>,
-    last_collected: Option<SystemTime>,
 }
 
 struct SimDevice {
@@ -142,7 +141,6 @@ impl Mapper for VirtualThermometer {
                     property: p,
                     params,
                     stored: None,
-                    last_collected: None,
                 },
             );
         }
@@ -163,7 +161,7 @@ impl Mapper for VirtualThermometer {
         }
     }
 
-    fn poll(&mut self, device: &str) -> Result<(), String> {
+    fn poll(&mut self, device: &str, properties: &[String]) -> Result<(), String> {
         let dev = self
             .devices
             .get_mut(device)
@@ -175,7 +173,7 @@ impl Mapper for VirtualThermometer {
             .as_secs_f64();
         let mut first_error = None;
         for (name, p) in dev.properties.iter_mut() {
-            if !due(&p.property, p.last_collected, now) {
+            if !properties.contains(name) {
                 continue;
             }
             let value = match &p.stored {
@@ -183,7 +181,7 @@ impl Mapper for VirtualThermometer {
                 None => signal_value(p.property.kind(), &p.params, t),
             };
             match report::actual(device, name, value) {
-                Ok(()) => p.last_collected = Some(now),
+                Ok(()) => {}
                 Err(e) => {
                     wedge_guest::warn!("report {device}/{name}: {e}");
                     first_error.get_or_insert(format!("report {name}: {e}"));
@@ -214,21 +212,7 @@ impl Mapper for VirtualThermometer {
             coerce(p.property.kind(), value).map_err(|e| format!("{device}/{property}: {e}"))?;
         wedge_guest::info!("{device}/{property} set to {value}");
         p.stored = Some(value);
-        // Report it on the next poll whatever the property's collect cycle.
-        p.last_collected = None;
         Ok(())
-    }
-}
-
-/// Whether a property's own collect cycle (if any) has elapsed since it was last collected.
-/// A little slack keeps a poll that arrives a few milliseconds early from skipping a cycle.
-fn due(property: &Property, last: Option<SystemTime>, now: SystemTime) -> bool {
-    match (property.collect_cycle, last) {
-        (Some(cycle), Some(last)) => {
-            let elapsed = now.duration_since(last).unwrap_or(Duration::ZERO);
-            elapsed + cycle / 10 >= cycle
-        }
-        _ => true,
     }
 }
 

@@ -7,21 +7,27 @@
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::bindings::{handler, mapper, wit_types};
 use crate::capabilities;
 use crate::guest_log::{Admit, GuestLog};
+use crate::http::GrantedHttp;
 use crate::manifest::Manifest;
 use crate::memory::StoreMemory;
+use crate::serial::{self, LineSettings, Parity, SerialPort};
 use crate::services::{DeviceState, HostServices, TwinReader};
 use crate::value::TwinValue;
 
 /// Per-instance state held by the wasmtime store.
 pub(crate) struct HostState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    http_hooks: GrantedHttp,
     table: ResourceTable,
+    serial_grants: Vec<String>,
     pub(crate) limits: StoreMemory,
     module: Arc<str>,
     log: Arc<GuestLog>,
@@ -46,6 +52,10 @@ impl HostState {
     ) -> HostState {
         let grants = Arc::new(manifest.endpoint_grants());
         let module = manifest.name.clone();
+        let http_hooks = GrantedHttp {
+            module: Arc::from(manifest.name.as_str()),
+            grants: grants.clone(),
+        };
         let mut wasi = WasiCtxBuilder::new();
         wasi.allow_tcp(!grants.is_empty())
             .allow_udp(!grants.is_empty())
@@ -73,7 +83,10 @@ impl HostState {
         let limits = StoreMemory::new(manifest.limits.memory_mib);
         HostState {
             wasi: wasi.build(),
+            http: WasiHttpCtx::new(),
+            http_hooks,
             table: ResourceTable::new(),
+            serial_grants: manifest.capabilities.serial.clone(),
             limits,
             module: Arc::from(manifest.name.as_str()),
             log,
@@ -115,6 +128,16 @@ impl WasiView for HostState {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for HostState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
         }
     }
 }
@@ -238,7 +261,7 @@ impl handler::wedge::device::twin_read::Host for HostState {
     }
 }
 
-impl handler::wedge::device::publish::Host for HostState {
+impl mapper::wedge::device::publish::Host for HostState {
     fn send(&mut self, topic: String, payload: Vec<u8>) -> Result<(), String> {
         if !capabilities::topic_allowed(&self.topics, &topic) {
             tracing::warn!(module = %self.module, topic, "publish refused: topic not in the manifest");
@@ -250,5 +273,65 @@ impl handler::wedge::device::publish::Host for HostState {
         self.services
             .publisher
             .publish(&self.module, &topic, payload)
+    }
+}
+
+use mapper::wedge::device::serial as wit_serial;
+
+impl wit_serial::Host for HostState {
+    async fn open(
+        &mut self,
+        path: String,
+        settings: wit_serial::Settings,
+    ) -> Result<Resource<SerialPort>, String> {
+        if !serial::granted(&self.serial_grants, &path) {
+            tracing::debug!(module = %self.module, path, grants = ?self.serial_grants, "serial port refused: not granted by capabilities.serial");
+            return Err(format!(
+                "serial port {path:?} refused: capabilities.serial grants only {:?}",
+                self.serial_grants
+            ));
+        }
+        let settings = LineSettings {
+            baud_rate: settings.baud_rate,
+            data_bits: settings.data_bits,
+            parity: match settings.parity {
+                wit_serial::Parity::None => Parity::None,
+                wit_serial::Parity::Even => Parity::Even,
+                wit_serial::Parity::Odd => Parity::Odd,
+            },
+            stop_bits: settings.stop_bits,
+        };
+        let port = SerialPort::open(&path, settings)?;
+        self.table
+            .push(port)
+            .map_err(|e| format!("serial port {path}: {e}"))
+    }
+}
+
+impl wit_serial::HostPort for HostState {
+    async fn write(&mut self, port: Resource<SerialPort>, data: Vec<u8>) -> Result<(), String> {
+        let port = self.table.get(&port).map_err(|e| e.to_string())?;
+        port.write(&data).await
+    }
+
+    async fn read(
+        &mut self,
+        port: Resource<SerialPort>,
+        max: u32,
+        timeout_ms: u32,
+    ) -> Result<Vec<u8>, String> {
+        let port = self.table.get(&port).map_err(|e| e.to_string())?;
+        port.read(max, std::time::Duration::from_millis(u64::from(timeout_ms)))
+            .await
+    }
+
+    fn discard_input(&mut self, port: Resource<SerialPort>) -> Result<(), String> {
+        let port = self.table.get(&port).map_err(|e| e.to_string())?;
+        port.discard_input()
+    }
+
+    fn drop(&mut self, port: Resource<SerialPort>) -> wasmtime::Result<()> {
+        self.table.delete(port)?;
+        Ok(())
     }
 }

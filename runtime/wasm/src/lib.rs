@@ -15,9 +15,11 @@ mod error;
 pub mod grants;
 mod guest_log;
 mod host_state;
+mod http;
 pub mod manifest;
 mod memory;
 pub mod package;
+pub mod serial;
 pub mod services;
 mod value;
 

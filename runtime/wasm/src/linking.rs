@@ -24,6 +24,7 @@ pub(crate) fn pre_instantiate(
     component: &Component,
     kind: ModuleKind,
 ) -> Result<Pre, WasmError> {
+    refuse_other_world_versions(engine, component)?;
     let mut linker = Linker::<HostState>::new(engine.engine());
     let engine_err = |e: wasmtime::Error| WasmError::Engine(format!("{e:#}"));
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
@@ -45,8 +46,37 @@ pub(crate) fn pre_instantiate(
         ModuleKind::Mapper => {
             mapper::Mapper::add_to_linker::<_, HasSelf<HostState>>(&mut linker, |s| s)
                 .map_err(engine_err)?;
+            // Outgoing HTTP for REST devices; every request is checked against the grants.
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+                .map_err(engine_err)?;
             let pre = linker.instantiate_pre(component).map_err(refused)?;
             Ok(Pre::Mapper(mapper::MapperPre::new(pre).map_err(refused)?))
         }
     }
+}
+
+/// The package version this host serves.
+pub(crate) const WIT_PACKAGE: &str = "wedge:device@0.2.0";
+
+/// Refuses a component built against another version of `wedge:device` with a message saying
+/// what to do, instead of the linker's "matching implementation was not found".
+fn refuse_other_world_versions(
+    engine: &WasmEngine,
+    component: &Component,
+) -> Result<(), WasmError> {
+    let ty = component.component_type();
+    for (name, _) in ty.imports(engine.engine()) {
+        let Some(rest) = name.strip_prefix("wedge:device/") else {
+            continue;
+        };
+        let version = rest.split_once('@').map(|(_, v)| v).unwrap_or("none");
+        if version != "0.2.0" {
+            return Err(WasmError::Invalid(format!(
+                "the component imports {name}, built against wedge:device@{version}; this node \
+                 serves {WIT_PACKAGE}: rebuild the module with wedge-guest 0.2 (the 0.2 `poll` \
+                 takes the properties due)"
+            )));
+        }
+    }
+    Ok(())
 }

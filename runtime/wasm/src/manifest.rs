@@ -37,6 +37,10 @@ pub struct Capabilities {
     /// `plc.lan:502`, `*:502`, port ranges; see [`crate::grants`]).
     #[serde(default)]
     pub endpoints: Vec<String>,
+    /// Serial ports it may open, as device path patterns (`/dev/ttyUSB*`,
+    /// `/dev/serial/by-id/*`; `*` stands for one path segment or part of one).
+    #[serde(default)]
+    pub serial: Vec<String>,
 }
 
 /// Resource limits of every call.
@@ -181,6 +185,12 @@ impl Manifest {
         if let Err(e) = crate::grants::Grants::parse(&self.capabilities.endpoints) {
             return fail(format!("capabilities.endpoints: {e}"));
         }
+        for pattern in &self.capabilities.serial {
+            crate::serial::check_pattern(pattern).map_err(ManifestError)?;
+        }
+        if self.kind == ModuleKind::TwinHandler && !self.capabilities.serial.is_empty() {
+            return fail("capabilities.serial: only mappers open serial ports".to_owned());
+        }
         if self.limits.memory_mib == 0 || self.limits.memory_mib > MAX_MEMORY_MIB {
             return fail(format!(
                 "limits.memory_mib {} must be 1..={MAX_MEMORY_MIB}",
@@ -279,6 +289,10 @@ retries = 3
             (
                 GOOD.replace("wedge/+/alerts/#", "a/#/b"),
                 "capabilities.topics",
+            ),
+            (
+                GOOD.replace("[limits]", "serial = [\"/etc/*\"]\n[limits]"),
+                "capabilities.serial",
             ),
             (
                 GOOD.replace("memory_mib = 8", "memory_mib = 4096"),

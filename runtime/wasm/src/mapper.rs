@@ -30,7 +30,8 @@ use crate::manifest::{Manifest, ModuleKind};
 use crate::services::HostServices;
 use crate::value::TwinValue;
 
-/// Collect cycle of a device whose properties name none.
+/// Collect cycle of a property that names none (`collectCycle` 0 or unset), as KubeEdge's
+/// mapper-framework defaults it; also the cycle of a device without properties.
 pub const DEFAULT_COLLECT_CYCLE: Duration = Duration::from_secs(1);
 
 /// How long [`MapperModule::stop`] waits for the thread to end after cancelling its call.
@@ -62,17 +63,16 @@ pub struct Device {
     pub properties: Vec<Property>,
 }
 
-impl Device {
+impl Property {
     fn collect_cycle(&self) -> Duration {
-        self.properties
-            .iter()
-            .map(|p| p.collect_cycle_ms)
-            .filter(|ms| *ms > 0)
-            .min()
-            .map(|ms| Duration::from_millis(u64::from(ms)))
-            .unwrap_or(DEFAULT_COLLECT_CYCLE)
+        match self.collect_cycle_ms {
+            0 => DEFAULT_COLLECT_CYCLE,
+            ms => Duration::from_millis(u64::from(ms)),
+        }
     }
+}
 
+impl Device {
     fn to_wit(&self) -> wit_types::Device {
         wit_types::Device {
             id: self.id.clone(),
@@ -250,7 +250,7 @@ impl MapperModule {
         self.ask(|reply| Command::Write(d, p, value, reply)).await
     }
 
-    /// Polls a device now, outside its cycle.
+    /// Polls a device now, all its properties, outside their cycles.
     pub async fn poll(&self, device: &str) -> Result<(), WasmError> {
         let d = device.to_owned();
         self.ask(|reply| Command::Poll(d, reply)).await
@@ -378,7 +378,7 @@ enum Call<'a> {
     Add(&'a wit_types::Device),
     Remove(&'a str),
     Write(&'a str, &'a str, &'a wit_types::TwinValue),
-    Poll(&'a str),
+    Poll(&'a str, &'a [String]),
 }
 
 impl Call<'_> {
@@ -392,7 +392,7 @@ impl Call<'_> {
                     .call_write_property(store, device, property, value)
                     .await
             }
-            Call::Poll(device) => bindings.call_poll(store, device).await,
+            Call::Poll(device, properties) => bindings.call_poll(store, device, properties).await,
         }
     }
 }
@@ -404,10 +404,59 @@ enum Bounded<T> {
     Stopped,
 }
 
+/// A device and when each of its properties is next due.
 struct Scheduled {
     device: Device,
-    cycle: Duration,
-    next: Instant,
+    /// Per property (in the device's order): its cycle and next due time. A device without
+    /// properties has one entry under the name `""`, polled with no properties, so that its
+    /// mapper can still report its state.
+    properties: Vec<(String, Duration, Instant)>,
+}
+
+impl Scheduled {
+    fn new(device: Device) -> Scheduled {
+        let now = Instant::now();
+        let mut properties: Vec<(String, Duration, Instant)> = device
+            .properties
+            .iter()
+            .map(|p| (p.name.clone(), p.collect_cycle(), now))
+            .collect();
+        if properties.is_empty() {
+            properties.push((String::new(), DEFAULT_COLLECT_CYCLE, now));
+        }
+        Scheduled { device, properties }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.properties.iter().map(|(_, _, next)| *next).min()
+    }
+
+    /// The properties due at `now`, each moved to its next cycle; `None` when nothing is due.
+    fn take_due(&mut self, now: Instant) -> Option<Vec<String>> {
+        let mut due = Vec::new();
+        let mut any = false;
+        for (name, cycle, next) in &mut self.properties {
+            if *next <= now {
+                any = true;
+                // Skip cycles missed while the mapper was busy instead of polling in a burst.
+                while *next <= now {
+                    *next += *cycle;
+                }
+                if !name.is_empty() {
+                    due.push(name.clone());
+                }
+            }
+        }
+        any.then_some(due)
+    }
+
+    fn all_properties(&self) -> Vec<String> {
+        self.device
+            .properties
+            .iter()
+            .map(|p| p.name.clone())
+            .collect()
+    }
 }
 
 /// The mapper thread's state.
@@ -433,7 +482,7 @@ impl Runner {
                 return;
             }
             let now = Instant::now();
-            let next_due = self.devices.values().map(|s| s.next).min();
+            let next_due = self.devices.values().filter_map(Scheduled::next_due).min();
             let wait = next_due
                 .map(|due| due.saturating_duration_since(now))
                 .unwrap_or(Duration::from_secs(3600));
@@ -459,15 +508,8 @@ impl Runner {
                         ids.insert(device.id.clone());
                     });
                     self.definitions().insert(device.id.clone(), device.clone());
-                    let cycle = device.collect_cycle();
-                    self.devices.insert(
-                        device.id.clone(),
-                        Scheduled {
-                            device,
-                            cycle,
-                            next: Instant::now(),
-                        },
-                    );
+                    self.devices
+                        .insert(device.id.clone(), Scheduled::new(device));
                 }
                 let _ = reply.send(result);
             }
@@ -487,7 +529,12 @@ impl Runner {
                 let _ = reply.send(result);
             }
             Command::Poll(device, reply) => {
-                let _ = reply.send(self.poll_one(&device).await);
+                let properties = self
+                    .devices
+                    .get(&device)
+                    .map(Scheduled::all_properties)
+                    .unwrap_or_default();
+                let _ = reply.send(self.poll_one(&device, &properties).await);
             }
             Command::Stop => {}
         }
@@ -508,20 +555,16 @@ impl Runner {
 
     async fn poll_due(&mut self) {
         let now = Instant::now();
-        let due: Vec<String> = self
+        let due: Vec<(String, Vec<String>)> = self
             .devices
-            .iter()
-            .filter(|(_, s)| s.next <= now)
-            .map(|(id, _)| id.clone())
+            .iter_mut()
+            .filter_map(|(id, s)| s.take_due(now).map(|props| (id.clone(), props)))
             .collect();
-        for id in due {
+        for (id, properties) in due {
             if *self.stop.borrow() {
                 return;
             }
-            if let Some(s) = self.devices.get_mut(&id) {
-                s.next = now + s.cycle;
-            }
-            let outcome = self.poll_one(&id).await;
+            let outcome = self.poll_one(&id, &properties).await;
             self.note_poll(&id, outcome);
         }
     }
@@ -545,8 +588,8 @@ impl Runner {
         }
     }
 
-    async fn poll_one(&mut self, device: &str) -> Result<(), WasmError> {
-        self.call(Call::Poll(device)).await
+    async fn poll_one(&mut self, device: &str, properties: &[String]) -> Result<(), WasmError> {
+        self.call(Call::Poll(device, properties)).await
     }
 
     fn call_limit(&self) -> Duration {

@@ -40,7 +40,7 @@ impl Mapper for BlockingConnect {
 
     fn remove_device(&mut self, _id: &str) {}
 
-    fn poll(&mut self, _device: &str) -> Result<(), String> {
+    fn poll(&mut self, _device: &str, _properties: &[String]) -> Result<(), String> {
         match TcpStream::connect(&self.endpoint, Duration::from_secs(600)) {
             Ok(_) => Err(format!(
                 "test-blocking-connect: connected to {}",

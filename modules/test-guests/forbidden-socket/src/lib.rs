@@ -40,7 +40,7 @@ impl Mapper for ForbiddenSocket {
 
     fn remove_device(&mut self, _id: &str) {}
 
-    fn poll(&mut self, _device: &str) -> Result<(), String> {
+    fn poll(&mut self, _device: &str, _properties: &[String]) -> Result<(), String> {
         match TcpStream::connect(&self.endpoint, Duration::from_millis(50)) {
             Err(e) => Err(e.to_string()),
             Ok(_) => Err(format!(
