@@ -1,12 +1,14 @@
 //! The Wasm host with real components built from `modules/`: reference modules, a real Modbus
-//! TCP server, hostile guests, refused deploys, upgrades and restarts.
+//! TCP server, a real HTTP device, hostile guests, refused deploys, upgrades and restarts.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wedge_core::Store;
 use wedge_core::store::StoreOptions;
+use serde_json::json;
 use wedge_tests::guests::{module, module_bytes};
+use wedge_tests::http_device::{HttpDevice, Seen};
 use wedge_tests::modbus_server::{ModbusServer, Registers};
 use wedge_wasm::package;
 use wedge_wasm::{
@@ -403,6 +405,161 @@ async fn a_mapper_reaches_a_granted_host_name_and_is_refused_outside_its_grants(
     assert_eq!(modbus.status().traps, 0);
     other.with(|r| assert_eq!(r.requests, 0, "the refused device was never reached"));
     modbus.poll("default/by-name").await.unwrap();
+}
+
+fn rest_property(name: &str, value_type: &str, visitor: serde_json::Value, cycle_ms: u32) -> Property {
+    Property {
+        name: name.into(),
+        value_type: value_type.into(),
+        visitor: visitor.to_string(),
+        collect_cycle_ms: cycle_ms,
+    }
+}
+
+fn rest_device(id: &str, base_url: &str, properties: Vec<Property>) -> Device {
+    Device {
+        id: id.into(),
+        protocol: "http-json".into(),
+        protocol_config: json!({"base_url": base_url, "timeout_ms": 1000}).to_string(),
+        properties,
+    }
+}
+
+fn gets(device: &HttpDevice, path: &str) -> usize {
+    device
+        .seen()
+        .iter()
+        .filter(|s| s.method == "GET" && s.path == path)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_json_mapper_reads_and_writes_a_real_http_device_and_is_refused_outside_its_grants() {
+    let meter = HttpDevice::start(vec![
+        ("/state", json!({"temperature": 21.5, "setpoint": 30, "on": true})),
+        ("/info", json!({"firmware": "1.4.2"})),
+    ])
+    .await
+    .unwrap();
+    let other = HttpDevice::start(vec![("/state", json!({"temperature": 9}))])
+        .await
+        .unwrap();
+    let node = node().await;
+    let port = meter.addr.port();
+    node.host
+        .deploy(repackage("http-json", |m| {
+            m.capabilities.endpoints = vec![format!("127.0.0.1:{port}")]
+        }))
+        .await
+        .unwrap();
+    let rest = mapper(&node, "http-json");
+    let state = |pointer: &str| json!({"path": "/state", "pointer": pointer});
+    rest.add_device(rest_device(
+        "default/meter-1",
+        &meter.base_url(),
+        vec![
+            rest_property("temperature", "float", state("/temperature"), 50),
+            rest_property(
+                "setpoint",
+                "int",
+                json!({"path": "/state", "pointer": "/setpoint",
+                       "write": {"method": "PUT", "path": "/state", "pointer": "/setpoint"}}),
+                50,
+            ),
+            rest_property("on", "boolean", state("/on"), 50),
+            // Its own collect cycle (a minute): read once, at the start, whatever the others do.
+            rest_property(
+                "firmware",
+                "string",
+                json!({"path": "/info", "pointer": "/firmware"}),
+                60_000,
+            ),
+        ],
+    ))
+    .await
+    .unwrap();
+    let rec = node.recorder.clone();
+    eventually("the meter's values reported, typed", || {
+        rec.last_report("default/meter-1", "temperature") == Some(TwinValue::Float(21.5))
+            && rec.last_report("default/meter-1", "setpoint") == Some(TwinValue::Integer(30))
+            && rec.last_report("default/meter-1", "on") == Some(TwinValue::Boolean(true))
+            && rec.last_report("default/meter-1", "firmware")
+                == Some(TwinValue::Text("1.4.2".into()))
+    })
+    .await;
+    // Per-property collect cycles are the host's: /state is read every 50 ms, with one GET for
+    // its three properties, /info once.
+    eventually("ten polls of /state", || gets(&meter, "/state") >= 10).await;
+    assert_eq!(gets(&meter, "/info"), 1, "{:?}", meter.seen());
+
+    // A desired value becomes a PUT of {"setpoint": 44}; the device's answer comes back.
+    rest.write_property("default/meter-1", "setpoint", TwinValue::Integer(44))
+        .await
+        .unwrap();
+    assert!(meter.seen().contains(&Seen {
+        method: "PUT".into(),
+        path: "/state".into(),
+        body: json!({"setpoint": 44}),
+    }));
+    eventually("the written setpoint read back", || {
+        rec.last_report("default/meter-1", "setpoint") == Some(TwinValue::Integer(44))
+    })
+    .await;
+    let err = rest
+        .write_property("default/meter-1", "temperature", TwinValue::Float(1.0))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("read-only"), "{err}");
+
+    // A device outside the grant: the host refuses the request before anything is sent, the
+    // guest gets an error (no trap), and the granted device goes on.
+    rest.add_device(rest_device(
+        "default/outside",
+        &other.base_url(),
+        vec![rest_property("temperature", "float", state("/temperature"), 50)],
+    ))
+    .await
+    .unwrap();
+    let err = rest.poll("default/outside").await.unwrap_err().to_string();
+    assert!(err.contains("capabilities.endpoints"), "{err}");
+    assert!(other.seen().is_empty(), "the refused device was reached");
+    assert_eq!(rest.status().traps, 0);
+    rest.poll("default/meter-1").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mapper_waiting_on_a_silent_http_device_is_stopped_at_its_deadline() {
+    // Accepts connections (the backlog does) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let node = node().await;
+    node.host
+        .deploy(repackage("http-json", |m| {
+            m.capabilities.endpoints = vec![format!("127.0.0.1:{port}")];
+            m.limits.call_timeout_ms = 300;
+        }))
+        .await
+        .unwrap();
+    let rest = mapper(&node, "http-json");
+    let mut device = rest_device(
+        "default/silent",
+        &format!("http://127.0.0.1:{port}"),
+        vec![rest_property(
+            "temperature",
+            "float",
+            json!({"path": "/state", "pointer": "/temperature"}),
+            60_000,
+        )],
+    );
+    // The guest itself would wait a minute.
+    device.protocol_config = json!({"base_url": format!("http://127.0.0.1:{port}"), "timeout_ms": 60_000}).to_string();
+    rest.add_device(device).await.unwrap();
+    let started = Instant::now();
+    let err = rest.poll("default/silent").await.unwrap_err().to_string();
+    let waited = started.elapsed();
+    assert!(err.contains("time limit of 300 ms"), "{err}");
+    assert!(waited < Duration::from_secs(2), "stopped after {waited:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

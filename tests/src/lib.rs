@@ -11,6 +11,7 @@ pub mod cloudhub;
 pub mod dmi_mapper;
 pub mod guests;
 pub mod hostile;
+pub mod http_device;
 pub mod https_files;
 pub mod inproc_link;
 pub mod modbus_server;
