@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
 use wedge_core::Store;
 use wedge_core::store::StoreOptions;
-use serde_json::json;
 use wedge_tests::guests::{module, module_bytes};
 use wedge_tests::http_device::{HttpDevice, Seen};
 use wedge_tests::modbus_server::{ModbusServer, Registers};
@@ -218,12 +218,16 @@ async fn virtual_thermometer_reports_and_receives_desired_values() {
                     value_type: "float".into(),
                     visitor: "{}".into(),
                     collect_cycle_ms: 50,
+                    report_to_cloud: true,
+                    ..Default::default()
                 },
                 Property {
                     name: "setpoint".into(),
                     value_type: "float".into(),
                     visitor: "{}".into(),
                     collect_cycle_ms: 50,
+                    report_to_cloud: true,
+                    ..Default::default()
                 },
             ],
         })
@@ -280,6 +284,8 @@ async fn modbus_mapper_reads_and_writes_a_real_modbus_server() {
         value_type: ty.into(),
         visitor: visitor.to_string(),
         collect_cycle_ms: 50,
+        report_to_cloud: true,
+        ..Default::default()
     };
     modbus
         .add_device(Device {
@@ -377,6 +383,8 @@ async fn a_mapper_reaches_a_granted_host_name_and_is_refused_outside_its_grants(
             value_type: "int".into(),
             visitor: serde_json::json!({"register": "HoldingRegister", "offset": 1}).to_string(),
             collect_cycle_ms: 50,
+            report_to_cloud: true,
+            ..Default::default()
         }],
     };
     // A device addressed by the granted name: resolved by the guest, connected, read.
@@ -407,12 +415,19 @@ async fn a_mapper_reaches_a_granted_host_name_and_is_refused_outside_its_grants(
     modbus.poll("default/by-name").await.unwrap();
 }
 
-fn rest_property(name: &str, value_type: &str, visitor: serde_json::Value, cycle_ms: u32) -> Property {
+fn rest_property(
+    name: &str,
+    value_type: &str,
+    visitor: serde_json::Value,
+    cycle_ms: u32,
+) -> Property {
     Property {
         name: name.into(),
         value_type: value_type.into(),
         visitor: visitor.to_string(),
         collect_cycle_ms: cycle_ms,
+        report_to_cloud: true,
+        ..Default::default()
     }
 }
 
@@ -436,7 +451,10 @@ fn gets(device: &HttpDevice, path: &str) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn http_json_mapper_reads_and_writes_a_real_http_device_and_is_refused_outside_its_grants() {
     let meter = HttpDevice::start(vec![
-        ("/state", json!({"temperature": 21.5, "setpoint": 30, "on": true})),
+        (
+            "/state",
+            json!({"temperature": 21.5, "setpoint": 30, "on": true}),
+        ),
         ("/info", json!({"firmware": "1.4.2"})),
     ])
     .await
@@ -517,7 +535,12 @@ async fn http_json_mapper_reads_and_writes_a_real_http_device_and_is_refused_out
     rest.add_device(rest_device(
         "default/outside",
         &other.base_url(),
-        vec![rest_property("temperature", "float", state("/temperature"), 50)],
+        vec![rest_property(
+            "temperature",
+            "float",
+            state("/temperature"),
+            50,
+        )],
     ))
     .await
     .unwrap();
@@ -553,7 +576,8 @@ async fn a_mapper_waiting_on_a_silent_http_device_is_stopped_at_its_deadline() {
         )],
     );
     // The guest itself would wait a minute.
-    device.protocol_config = json!({"base_url": format!("http://127.0.0.1:{port}"), "timeout_ms": 60_000}).to_string();
+    device.protocol_config =
+        json!({"base_url": format!("http://127.0.0.1:{port}"), "timeout_ms": 60_000}).to_string();
     rest.add_device(device).await.unwrap();
     let started = Instant::now();
     let err = rest.poll("default/silent").await.unwrap_err().to_string();

@@ -35,6 +35,7 @@ spec:
   properties:
   - name: temperature
     collectCycle: 200
+    reportToCloud: true
     desired:
       value: \"25\"
     visitors:
@@ -42,6 +43,7 @@ spec:
       configData: {}
   - name: humidity
     collectCycle: 200
+    reportToCloud: true
     visitors:
       protocolName: virtual
       configData: {}

@@ -16,8 +16,8 @@ pub mod kube;
 pub use catalog::Catalog;
 pub use files::{DirectoryLoad, load_directory, load_file};
 pub use kube::{
-    KubeDevice, KubeDeviceProperty, KubeModel, KubeModelProperty, KubeObject, object_from_message,
-    parse_device_json, parse_model_json, parse_yaml, twin_type,
+    KubeDevice, KubeDeviceProperty, KubeModel, KubeModelProperty, KubeObject, PushMqtt,
+    object_from_message, parse_device_json, parse_model_json, parse_yaml, twin_type,
 };
 
 /// One property of a defined device.
@@ -33,6 +33,15 @@ pub struct PropertyDefinition {
     pub collect_cycle_ms: u32,
     /// Desired value the definition carries, if any.
     pub desired: Option<String>,
+    /// `reportToCloud`: whether a mapper reports the property's values (KubeEdge's mappers
+    /// report none of a property without it; Wasm mappers follow).
+    pub report_to_cloud: bool,
+    /// `reportCycle` in ms (0 = not set): how often values are pushed to `push_mqtt`.
+    pub report_cycle_ms: u32,
+    /// `pushMethod.mqtt`, when set.
+    pub push_mqtt: Option<PushMqtt>,
+    /// The other push methods set (`http`, `otel`, `dbMethod`), by name.
+    pub push_other: Vec<String>,
 }
 
 /// A device a mapper should drive.

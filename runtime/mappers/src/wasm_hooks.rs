@@ -13,8 +13,8 @@ use wedge_devicetwin::hooks::{
 };
 use wedge_devicetwin::validate;
 use wedge_wasm::{
-    Deployed, Device, HandlerModule, MapperModule, ModuleKind, Property, TwinReader, TwinUpdate,
-    TwinValue, UpdateSource, Verdict, WasmHost,
+    Deployed, Device, HandlerModule, MapperModule, ModuleKind, Property, PushTarget, TwinReader,
+    TwinUpdate, TwinValue, UpdateSource, Verdict, WasmHost,
 };
 
 /// Definitions by device id, shared with the twin reader of handler calls (for types).
@@ -48,8 +48,58 @@ fn to_wasm(definition: &DeviceDefinition) -> Device {
                 value_type: p.value_type.clone(),
                 visitor: p.visitor.clone(),
                 collect_cycle_ms: p.collect_cycle_ms,
+                report_to_cloud: p.report_to_cloud,
+                report_cycle_ms: p.report_cycle_ms,
+                push: p.push_mqtt.as_ref().map(|m| PushTarget {
+                    topic: m.topic.clone(),
+                }),
             })
             .collect(),
+    }
+}
+
+/// Tells the operator, once per device handed over, which of its reporting settings the Wasm
+/// host applies differently from a KubeEdge mapper, or not at all: properties without
+/// `reportToCloud` (not reported, as KubeEdge's mappers do), a push broker other than the
+/// node's, QoS and retain flags, and push methods other than MQTT.
+fn reporting_notes(mapper: &str, definition: &DeviceDefinition) {
+    let silent: Vec<&str> = definition
+        .properties
+        .iter()
+        .filter(|p| !p.report_to_cloud)
+        .map(|p| p.name.as_str())
+        .collect();
+    if !silent.is_empty() {
+        tracing::info!(
+            mapper,
+            device = %definition.id,
+            properties = ?silent,
+            "properties without reportToCloud: true are not reported to the twin (as KubeEdge mappers do); set it to report them"
+        );
+    }
+    for p in &definition.properties {
+        if let Some(push) = &p.push_mqtt
+            && (!push.address.is_empty() || push.qos != 1 || push.retained)
+        {
+            tracing::info!(
+                mapper,
+                device = %definition.id,
+                property = %p.name,
+                address = %push.address,
+                qos = push.qos,
+                retained = push.retained,
+                "pushMethod.mqtt: values are published on this node's broker, QoS 1, not retained; address, qos and retained are not applied"
+            );
+        }
+        if !p.push_other.is_empty() {
+            tracing::warn!(
+                mapper,
+                device = %definition.id,
+                property = %p.name,
+                methods = ?p.push_other,
+                "pushMethod: only mqtt is applied to Wasm mappers; these are ignored"
+            );
+        }
     }
 }
 

@@ -4,8 +4,7 @@
 //! topic or device it was not granted gets an error value back, never a trap, and nothing is
 //! sent.
 
-use std::collections::HashSet;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -17,6 +16,7 @@ use crate::guest_log::{Admit, GuestLog};
 use crate::http::GrantedHttp;
 use crate::manifest::Manifest;
 use crate::memory::StoreMemory;
+use crate::reporting::{DeviceRules, DrivenDevices, PushClock};
 use crate::serial::{self, LineSettings, Parity, SerialPort};
 use crate::services::{DeviceState, HostServices, TwinReader};
 use crate::value::TwinValue;
@@ -34,8 +34,10 @@ pub(crate) struct HostState {
     topics: Vec<String>,
     bound_devices: Vec<String>,
     services: HostServices,
-    /// Devices a mapper drives (reports about others are refused).
-    pub(crate) mapper_devices: Arc<RwLock<HashSet<String>>>,
+    /// Devices a mapper drives, with their reporting rules (reports about others are refused).
+    pub(crate) mapper_devices: DrivenDevices,
+    /// When each property last pushed.
+    push_clock: PushClock,
     /// Twin access for the handler call in progress.
     pub(crate) twin_reader: Option<Arc<dyn TwinReader>>,
 }
@@ -47,7 +49,7 @@ impl HostState {
     pub(crate) fn new(
         manifest: &Manifest,
         services: HostServices,
-        mapper_devices: Arc<RwLock<HashSet<String>>>,
+        mapper_devices: DrivenDevices,
         log: Arc<GuestLog>,
     ) -> HostState {
         let grants = Arc::new(manifest.endpoint_grants());
@@ -94,6 +96,7 @@ impl HostState {
             bound_devices: manifest.devices.clone(),
             services,
             mapper_devices,
+            push_clock: PushClock::default(),
             twin_reader: None,
         }
     }
@@ -111,7 +114,7 @@ pub(crate) fn new_store(
     engine: &crate::engine::WasmEngine,
     manifest: &Manifest,
     services: HostServices,
-    mapper_devices: Arc<RwLock<HashSet<String>>>,
+    mapper_devices: DrivenDevices,
     log: Arc<GuestLog>,
     ticks: u64,
 ) -> wasmtime::Store<HostState> {
@@ -205,12 +208,34 @@ impl mapper::wedge::device::report::Host for HostState {
         property: String,
         value: wit_types::TwinValue,
     ) -> Result<(), String> {
-        if !self.drives(&device) {
+        let Some(rules) = self.rules(&device) else {
             return Err(format!("device {device:?} is not driven by this mapper"));
+        };
+        let value = from_wit(value);
+        let routing = self.push_clock.route(
+            &rules,
+            &device,
+            &property,
+            &value,
+            std::time::Instant::now(),
+        )?;
+        if let Some((topic, payload)) = routing.push {
+            // The push is the Device's configuration, not the guest's doing: its failure is
+            // logged, and the report goes on.
+            if let Err(e) = self
+                .services
+                .publisher
+                .publish(&self.module, &topic, payload)
+            {
+                tracing::debug!(module = %self.module, device, property, topic, "pushMethod.mqtt publish failed: {e}");
+            }
+        }
+        if !routing.to_twin {
+            return Ok(());
         }
         self.services
             .mapper_sink
-            .report_actual(&self.module, &device, &property, from_wit(value))
+            .report_actual(&self.module, &device, &property, value)
     }
 
     fn state(&mut self, device: String, state: wit_types::DeviceState) -> Result<(), String> {
@@ -232,10 +257,11 @@ impl mapper::wedge::device::report::Host for HostState {
 
 impl HostState {
     fn drives(&self, device: &str) -> bool {
-        self.mapper_devices
-            .read()
-            .map(|d| d.contains(device))
-            .unwrap_or(false)
+        self.rules(device).is_some()
+    }
+
+    fn rules(&self, device: &str) -> Option<Arc<DeviceRules>> {
+        self.mapper_devices.read().ok()?.get(device).cloned()
     }
 }
 

@@ -19,6 +19,7 @@ mod http;
 pub mod manifest;
 mod memory;
 pub mod package;
+mod reporting;
 pub mod serial;
 pub mod services;
 mod value;
@@ -42,3 +43,4 @@ mod registry;
 
 pub use mapper::{Device, MapperModule, Property};
 pub use registry::{Deployed, GuestLimits, MIGRATIONS, WasmHost};
+pub use reporting::{DEFAULT_REPORT_CYCLE, PushTarget};

@@ -12,7 +12,7 @@
 //! full accept queue, a read that never comes). Stopping the mapper cancels the call in
 //! progress the same way, so removing a module or shutting down never waits on a guest.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -27,6 +27,7 @@ use crate::host_state::{HostState, new_store, to_wit};
 use crate::lifecycle::{Backoff, CallStats, ModuleStatus, RunState, init_outcome, trap_error};
 use crate::linking::{Pre, pre_instantiate};
 use crate::manifest::{Manifest, ModuleKind};
+use crate::reporting::{DeviceRules, DrivenDevices, PushTarget};
 use crate::services::HostServices;
 use crate::value::TwinValue;
 
@@ -38,7 +39,7 @@ pub const DEFAULT_COLLECT_CYCLE: Duration = Duration::from_secs(1);
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// One property of a device handed to a mapper.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Property {
     /// Name (twin key).
     pub name: String,
@@ -48,6 +49,13 @@ pub struct Property {
     pub visitor: String,
     /// Collect cycle in ms (0: device default).
     pub collect_cycle_ms: u32,
+    /// `reportToCloud`: values the guest reports enter the twin path only when set, as a
+    /// KubeEdge mapper reports only such properties.
+    pub report_to_cloud: bool,
+    /// `reportCycle` in ms (0: 1 s): at most one push per cycle.
+    pub report_cycle_ms: u32,
+    /// `pushMethod.mqtt`: where reported values are also published.
+    pub push: Option<PushTarget>,
 }
 
 /// A device handed to a mapper.
@@ -120,7 +128,7 @@ pub struct MapperModule {
     sha256: String,
     commands: mpsc::UnboundedSender<Command>,
     shared: Arc<Shared>,
-    devices: Arc<RwLock<HashSet<String>>>,
+    devices: DrivenDevices,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -149,7 +157,7 @@ impl MapperModule {
             stop,
             log: Arc::new(GuestLog::new(log)),
         });
-        let devices = Arc::new(RwLock::new(HashSet::new()));
+        let devices: DrivenDevices = Arc::new(RwLock::new(HashMap::new()));
         let (ready_tx, ready_rx) = oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -273,7 +281,7 @@ impl MapperModule {
         let mut ids: Vec<String> = self
             .devices
             .read()
-            .map(|d| d.iter().cloned().collect())
+            .map(|d| d.keys().cloned().collect())
             .unwrap_or_default();
         ids.sort();
         ids
@@ -466,7 +474,7 @@ struct Runner {
     pre: mapper::MapperPre<HostState>,
     services: HostServices,
     shared: Arc<Shared>,
-    device_ids: Arc<RwLock<HashSet<String>>>,
+    device_ids: DrivenDevices,
     live: Option<Live>,
     devices: BTreeMap<String, Scheduled>,
     last_poll_error: BTreeMap<String, String>,
@@ -504,8 +512,9 @@ impl Runner {
                 let wit = device.to_wit();
                 let result = self.call(Call::Add(&wit)).await;
                 if result.is_ok() {
+                    let rules = Arc::new(DeviceRules::of(&device));
                     self.write_ids(|ids| {
-                        ids.insert(device.id.clone());
+                        ids.insert(device.id.clone(), rules);
                     });
                     self.definitions().insert(device.id.clone(), device.clone());
                     self.devices
@@ -547,7 +556,7 @@ impl Runner {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write_ids(&self, f: impl FnOnce(&mut HashSet<String>)) {
+    fn write_ids(&self, f: impl FnOnce(&mut HashMap<String, Arc<DeviceRules>>)) {
         if let Ok(mut ids) = self.device_ids.write() {
             f(&mut ids);
         }

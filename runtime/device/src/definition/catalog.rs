@@ -56,6 +56,10 @@ fn resolve(device: &KubeDevice, model: &KubeModel) -> DeviceDefinition {
                 visitor: p.visitor.clone(),
                 collect_cycle_ms: p.collect_cycle_ms,
                 desired,
+                report_to_cloud: p.report_to_cloud,
+                report_cycle_ms: p.report_cycle_ms,
+                push_mqtt: p.push_mqtt.clone(),
+                push_other: p.push_other.clone(),
             }
         })
         .collect();

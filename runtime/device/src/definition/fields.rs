@@ -54,7 +54,7 @@ impl<'a> Field<'a> {
     }
 
     /// The mapping this field holds (`None` when missing or `null`).
-    fn mapping(&self) -> Result<Option<&'a Map<String, Value>>, DefinitionError> {
+    pub(crate) fn mapping(&self) -> Result<Option<&'a Map<String, Value>>, DefinitionError> {
         match self.present() {
             None => Ok(None),
             Some(Value::Object(map)) => Ok(Some(map)),

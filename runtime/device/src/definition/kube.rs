@@ -5,8 +5,10 @@
 //! `spec.protocol.{protocolName, configData}` and `spec.properties[]` (`name`,
 //! `desired.{value, metadata}`, `visitors.{protocolName, configData}`, `collectCycle`,
 //! `reportCycle`, `reportToCloud`); a DeviceModel has `spec.protocol` and `spec.properties[]`
-//! (`name`, `description`, `type`, `accessMode`, `minimum`, `maximum`, `unit`). Fields Wedge
-//! does not use (push methods, status) are ignored, as an older client ignores newer fields.
+//! (`name`, `description`, `type`, `accessMode`, `minimum`, `maximum`, `unit`). A property's
+//! `pushMethod.mqtt` is read (the Wasm host pushes to it); the names of its other push methods
+//! are kept so that the node can say it does not act on them. Fields Wedge does not use
+//! (status, methods) are ignored, as an older client ignores newer fields.
 
 use std::collections::BTreeSet;
 
@@ -48,6 +50,23 @@ pub struct KubeDeviceProperty {
     pub report_cycle_ms: u32,
     /// `reportToCloud`.
     pub report_to_cloud: bool,
+    /// `pushMethod.mqtt`, when set.
+    pub push_mqtt: Option<PushMqtt>,
+    /// The other push methods set (`http`, `otel`, `dbMethod`, ...), by name.
+    pub push_other: Vec<String>,
+}
+
+/// A property's `pushMethod.mqtt`: where a mapper publishes each value it collects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushMqtt {
+    /// `address` of the broker (`tcp://host:port`), `""` when not set.
+    pub address: String,
+    /// `topic` (required).
+    pub topic: String,
+    /// `qos` (0, 1 or 2).
+    pub qos: u8,
+    /// `retained`.
+    pub retained: bool,
 }
 
 /// A `Device`.
@@ -238,7 +257,44 @@ fn device_property(
         collect_cycle_ms: millis(&item.get("collectCycle")?)?,
         report_cycle_ms: millis(&item.get("reportCycle")?)?,
         report_to_cloud: item.get("reportToCloud")?.boolean()?,
+        push_mqtt: push_mqtt(&item.get("pushMethod")?.get("mqtt")?)?,
+        push_other: push_other(&item.get("pushMethod")?)?,
     })
+}
+
+fn push_mqtt(field: &Field<'_>) -> Result<Option<PushMqtt>, DefinitionError> {
+    if field.mapping()?.is_none() {
+        return Ok(None);
+    }
+    let topic = field.get("topic")?.required_string()?;
+    if topic.contains(['+', '#', '\0']) {
+        return Err(field.get("topic")?.error(format!(
+            "{topic:?} is not a topic to publish on (no wildcards)"
+        )));
+    }
+    let qos_field = field.get("qos")?;
+    let qos = u8::try_from(qos_field.unsigned()?)
+        .ok()
+        .filter(|q| *q <= 2)
+        .ok_or_else(|| qos_field.error("expected 0, 1 or 2"))?;
+    Ok(Some(PushMqtt {
+        address: field.get("address")?.string()?,
+        topic,
+        qos,
+        retained: field.get("retained")?.boolean()?,
+    }))
+}
+
+fn push_other(field: &Field<'_>) -> Result<Vec<String>, DefinitionError> {
+    Ok(field
+        .mapping()?
+        .map(|m| {
+            m.iter()
+                .filter(|(name, value)| *name != "mqtt" && !value.is_null())
+                .map(|(name, _)| name.clone())
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 /// `spec` of an object, `null` when it has none.

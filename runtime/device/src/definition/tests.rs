@@ -104,6 +104,9 @@ fn thermo_definition() -> DeviceDefinition {
                 ),
                 collect_cycle_ms: 1000,
                 desired: None,
+                report_to_cloud: true,
+                report_cycle_ms: 5000,
+                ..Default::default()
             },
             PropertyDefinition {
                 name: "setpoint".into(),
@@ -111,6 +114,7 @@ fn thermo_definition() -> DeviceDefinition {
                 visitor: visitor(r#"{"limit":1,"offset":1,"register":"HoldingRegister"}"#),
                 collect_cycle_ms: 0,
                 desired: Some("25".into()),
+                ..Default::default()
             },
             PropertyDefinition {
                 name: "enabled".into(),
@@ -118,6 +122,7 @@ fn thermo_definition() -> DeviceDefinition {
                 visitor: visitor(r#"{"limit":1,"offset":3,"register":"Coil"}"#),
                 collect_cycle_ms: 0,
                 desired: Some("true".into()),
+                ..Default::default()
             },
         ],
         name: "thermo-1".into(),
@@ -215,6 +220,8 @@ fn yaml_documents_are_read_by_kind() {
             collect_cycle_ms: 1000,
             report_cycle_ms: 5000,
             report_to_cloud: true,
+            push_mqtt: None,
+            push_other: Vec::new(),
         }
     );
     // An unquoted YAML scalar is the same text as the quoted one.
@@ -456,6 +463,15 @@ fn cloud_objects_from_metamanager_messages() {
                     collect_cycle_ms: 500,
                     // Go always writes `desired.value`; `""` means no desired value.
                     desired: None,
+                    report_to_cloud: true,
+                    report_cycle_ms: 10000,
+                    push_mqtt: Some(PushMqtt {
+                        address: "tcp://127.0.0.1:1883".into(),
+                        topic: "t".into(),
+                        qos: 0,
+                        retained: false,
+                    }),
+                    push_other: Vec::new(),
                 },
                 PropertyDefinition {
                     name: "setpoint".into(),
@@ -463,6 +479,7 @@ fn cloud_objects_from_metamanager_messages() {
                     visitor: r#"{"signal":"constant"}"#.into(),
                     collect_cycle_ms: 0,
                     desired: Some("30".into()),
+                    ..Default::default()
                 },
             ],
             name: "thermo-1".into(),
@@ -552,6 +569,24 @@ fn bad_objects_are_refused_with_the_field_at_fault() {
         (
             device_yaml("  deviceModelRef:\n    name: m\n  properties:\n    name: t\n"),
             "document 1: spec.properties: expected a list, found a mapping",
+        ),
+        (
+            device_yaml(
+                "  deviceModelRef:\n    name: m\n  properties:\n    - name: t\n      pushMethod:\n        mqtt:\n          qos: 1\n",
+            ),
+            "document 1: spec.properties[0].pushMethod.mqtt.topic: required",
+        ),
+        (
+            device_yaml(
+                "  deviceModelRef:\n    name: m\n  properties:\n    - name: t\n      pushMethod:\n        mqtt:\n          topic: a/#\n",
+            ),
+            "document 1: spec.properties[0].pushMethod.mqtt.topic: \"a/#\" is not a topic to publish on (no wildcards)",
+        ),
+        (
+            device_yaml(
+                "  deviceModelRef:\n    name: m\n  properties:\n    - name: t\n      pushMethod:\n        mqtt:\n          topic: a\n          qos: 3\n",
+            ),
+            "document 1: spec.properties[0].pushMethod.mqtt.qos: expected 0, 1 or 2",
         ),
         (
             "apiVersion: devices.kubeedge.io/v1alpha2\nkind: DeviceModel\nmetadata:\n  name: m\n"

@@ -198,6 +198,7 @@ impl Drive {
         match mapper.add_device(device).await {
             Ok(()) => {
                 tracing::info!(mapper = %name, device = %definition.id, "device handed to its mapper");
+                super::reporting_notes(name, definition);
                 true
             }
             Err(e) => {

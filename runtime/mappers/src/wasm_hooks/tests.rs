@@ -148,6 +148,8 @@ fn property(name: &str, value_type: &str, desired: Option<&str>) -> PropertyDefi
         visitor: "{}".into(),
         collect_cycle_ms: 50,
         desired: desired.map(str::to_owned),
+        report_to_cloud: true,
+        ..Default::default()
     }
 }
 
