@@ -587,6 +587,69 @@ async fn a_mapper_waiting_on_a_silent_http_device_is_stopped_at_its_deadline() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_mapper_exchanges_datagrams_with_a_granted_udp_device_only() {
+    // A UDP device: answers each datagram naming a property with that property's value.
+    let device = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let port = device.local_addr().unwrap().port();
+    let served = Arc::new(Mutex::new(0usize));
+    let count = served.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = device.recv_from(&mut buf).await {
+            let answer = match &buf[..n] {
+                b"firmware" => "2.1.0",
+                _ => "unknown",
+            };
+            *count.lock().unwrap() += 1;
+            let _ = device.send_to(answer.as_bytes(), from).await;
+        }
+    });
+    let node = node().await;
+    node.host
+        .deploy(repackage("test-guests/udp-query", |m| {
+            m.capabilities.endpoints = vec![format!("127.0.0.1:{port}")]
+        }))
+        .await
+        .unwrap();
+    let udp = mapper(&node, "test-udp-query");
+    let device = |id: &str, port: u16| Device {
+        id: id.into(),
+        protocol: "udp-query".into(),
+        protocol_config: json!({"address": format!("127.0.0.1:{port}")}).to_string(),
+        properties: vec![Property {
+            name: "firmware".into(),
+            value_type: "string".into(),
+            visitor: "{}".into(),
+            collect_cycle_ms: 60_000,
+            report_to_cloud: true,
+            ..Default::default()
+        }],
+    };
+    udp.add_device(device("default/udp-1", port)).await.unwrap();
+    udp.poll("default/udp-1").await.unwrap();
+    assert_eq!(
+        node.recorder.last_report("default/udp-1", "firmware"),
+        Some(TwinValue::Text("2.1.0".into()))
+    );
+    // Another port: the host refuses the peer as the guest connects its socket; the guest gets
+    // the error (and refuses the device), nothing is sent.
+    let other = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let err = udp
+        .add_device(device("default/udp-2", other_port))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("capabilities.endpoints"), "{err}");
+    other.set_nonblocking(true).unwrap();
+    assert!(
+        other.recv(&mut [0u8; 16]).is_err(),
+        "the refused datagram arrived"
+    );
+    assert_eq!(udp.status().traps, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn hostile_guests_fail_only_their_own_calls() {
     let node = node().await;
     node.host.deploy(module_bytes("threshold")).await.unwrap();

@@ -1,7 +1,7 @@
-//! A small blocking TCP client over `wasi:sockets`, for device I/O.
+//! Small blocking TCP and UDP clients over `wasi:sockets`, for device I/O.
 //!
-//! Rust's `std::net` does not work inside Wedge guests; [`TcpStream`] is the replacement, and
-//! [`resolve`] looks host names up. The host only lets a module reach what its manifest grants
+//! Rust's `std::net` does not work inside Wedge guests; [`TcpStream`] and [`UdpSocket`] are
+//! the replacements, and [`resolve`] looks host names up. The host only lets a module reach what its manifest grants
 //! under `capabilities.endpoints` (addresses, networks like `10.0.0.0/8:502`, host names like
 //! `plc-1.lan:502`, port ranges); anything else fails with an error of kind
 //! [`PermissionDenied`](std::io::ErrorKind::PermissionDenied), never a trap. Name lookups work
@@ -32,6 +32,9 @@ use wasip2::sockets::network::{
 };
 use wasip2::sockets::tcp::{ShutdownType, TcpSocket};
 use wasip2::sockets::{instance_network, tcp_create_socket};
+
+mod udp;
+pub use udp::UdpSocket;
 
 /// A connected TCP stream with blocking reads and writes and optional timeouts.
 ///
@@ -130,30 +133,7 @@ impl TcpStream {
             ));
         }
         let deadline = Instant::now().checked_add(timeout);
-        let (family, remote) = match peer {
-            SocketAddr::V4(a) => {
-                let [b0, b1, b2, b3] = a.ip().octets();
-                (
-                    IpAddressFamily::Ipv4,
-                    IpSocketAddress::Ipv4(Ipv4SocketAddress {
-                        port: a.port(),
-                        address: (b0, b1, b2, b3),
-                    }),
-                )
-            }
-            SocketAddr::V6(a) => {
-                let s = a.ip().segments();
-                (
-                    IpAddressFamily::Ipv6,
-                    IpSocketAddress::Ipv6(Ipv6SocketAddress {
-                        port: a.port(),
-                        flow_info: a.flowinfo(),
-                        address: (s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]),
-                        scope_id: a.scope_id(),
-                    }),
-                )
-            }
-        };
+        let (family, remote) = to_wasi(peer);
         let what = || format!("connect to {peer}");
 
         let network = instance_network::instance_network();
@@ -430,6 +410,57 @@ impl Write for TcpStream {
     }
 }
 
+/// `addr` as WASI sees it, with its address family.
+pub(crate) fn to_wasi(addr: SocketAddr) -> (IpAddressFamily, IpSocketAddress) {
+    match addr {
+        SocketAddr::V4(a) => {
+            let [b0, b1, b2, b3] = a.ip().octets();
+            (
+                IpAddressFamily::Ipv4,
+                IpSocketAddress::Ipv4(Ipv4SocketAddress {
+                    port: a.port(),
+                    address: (b0, b1, b2, b3),
+                }),
+            )
+        }
+        SocketAddr::V6(a) => {
+            let s = a.ip().segments();
+            (
+                IpAddressFamily::Ipv6,
+                IpSocketAddress::Ipv6(Ipv6SocketAddress {
+                    port: a.port(),
+                    flow_info: a.flowinfo(),
+                    address: (s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]),
+                    scope_id: a.scope_id(),
+                }),
+            )
+        }
+    }
+}
+
+/// `host:port` or `ip:port` to one address (the first a name resolves to).
+pub(crate) fn one_address(addr: &str) -> io::Result<SocketAddr> {
+    let addr = addr.trim();
+    if let Ok(peer) = addr.parse::<SocketAddr>() {
+        return Ok(peer);
+    }
+    let invalid = || {
+        io::Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "invalid endpoint {addr:?}: expected an address or host name and a port, like 127.0.0.1:502 or plc-1.lan:502"
+            ),
+        )
+    };
+    let (host, port) = addr.rsplit_once(':').ok_or_else(invalid)?;
+    let port: u16 = port.parse().map_err(|_| invalid())?;
+    if host.is_empty() {
+        return Err(invalid());
+    }
+    let ip = resolve(host)?.into_iter().next().ok_or_else(invalid)?;
+    Ok(SocketAddr::new(ip, port))
+}
+
 fn checked_timeout(timeout: Option<Duration>) -> io::Result<Option<Duration>> {
     match timeout {
         Some(t) if t.is_zero() => Err(io::Error::new(
@@ -456,7 +487,7 @@ pub(crate) fn wait(ready: &Pollable, deadline: Option<Instant>) -> bool {
     fired.contains(&0)
 }
 
-fn socket_error(code: ErrorCode, what: &str) -> io::Error {
+pub(crate) fn socket_error(code: ErrorCode, what: &str) -> io::Error {
     let kind = match code {
         ErrorCode::AccessDenied => ErrorKind::PermissionDenied,
         ErrorCode::NotSupported => ErrorKind::Unsupported,
