@@ -340,9 +340,11 @@ impl TwinHooks for WasmTwinHooks {
                 mapper_for(&self.host, &protocol).map(|m| m.manifest().name.clone())
             });
         let Some(name) = name else {
-            // Not a Wasm-driven device: an MQTT mapper learns the value from the delta topic,
-            // a DMI mapper from DMI.
-            tracing::debug!(device = %value.device, key = %value.key, "no Wasm mapper drives the device");
+            // Not a Wasm-driven device (an MQTT mapper learns the value from the delta topic, a
+            // DMI mapper from DMI), or not yet: kept for a Wasm mapper deployed later.
+            tracing::debug!(device = %value.device, key = %value.key, "no Wasm mapper drives the device; desired value kept for one deployed later");
+            self.drive
+                .remember(&value.device, &value.key, (value.value, value.value_type));
             return;
         };
         self.drive.desire(

@@ -94,6 +94,17 @@ impl Drive {
         self.touch(name, device);
     }
 
+    /// Records a desired value of `device` that no Wasm mapper drives yet: the mapper deployed
+    /// for its protocol later writes it when it is handed the device (one value per twin is
+    /// kept, the latest).
+    pub(super) fn remember(&self, device: &str, key: &str, value: Pending) {
+        self.state()
+            .desired
+            .entry(device.to_owned())
+            .or_default()
+            .insert(key.to_owned(), value);
+    }
+
     /// Forgets what was desired of `device` (it was removed).
     pub(super) fn forget(&self, device: &str) {
         self.state().desired.remove(device);

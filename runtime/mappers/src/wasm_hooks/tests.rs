@@ -418,7 +418,7 @@ async fn a_defined_device_is_driven_and_receives_desired_values() {
 #[tokio::test(flavor = "multi_thread")]
 async fn definitions_wait_for_their_mapper() {
     let node = node().await;
-    // Defined before any mapper: kept. A desired value now has nowhere to go.
+    // Defined before any mapper: kept, and so is a desired value, for the mapper to come.
     node.hooks.device_defined(thermo_definition());
     node.hooks.desired(DesiredValue {
         device: THERMO.into(),
@@ -439,6 +439,12 @@ async fn definitions_wait_for_their_mapper() {
     // Handed over by the time mapper_deployed returns; only devices of its protocol.
     let thermo = mapper(&node, "virtual-thermometer");
     assert_eq!(thermo.devices(), [THERMO]);
+    // The desired value that waited is written once the device has its mapper.
+    let rec = node.recorder.clone();
+    eventually("the waiting setpoint written and reported back", || {
+        rec.last_report(THERMO, "setpoint") == Some(TwinValue::Float(30.0))
+    })
+    .await;
 
     // A second mapper of the same protocol is not given the devices of the first.
     let twin = repackage("virtual-thermometer", |m| m.name = "virtual-twin".into());
