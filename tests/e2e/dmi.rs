@@ -127,7 +127,9 @@ fn a_kubeedge_mapper_registers_reports_and_gets_desired_values_beside_a_wasm_map
     ])
     .unwrap();
     assert!(ok, "deploy: {out}{err}");
-    wait_twin(&node, "default/thermo-1", "temperature", "25", "21");
+    // The Wasm mapper deployed after the node started gets the device's desired 25 (kept
+    // while no mapper drove it) and reports it back.
+    wait_twin(&node, "default/thermo-1", "temperature", "25", "25");
 
     // A desired value from the cloud reaches the device (UpdateDevice) and is reported back.
     let mqtt = MqttClient::connect(node.mqtt_port, "cloud").unwrap();
@@ -155,10 +157,11 @@ fn a_kubeedge_mapper_registers_reports_and_gets_desired_values_beside_a_wasm_map
         )
         .unwrap();
     wait_twin(&node, VDEV, "setpoint", "40", "40");
-    // The Wasm mapper came back with the node and still drives its device; its pending
-    // desired value (25, never reported) was written to it at the restart too, and the
-    // virtual device now reports it.
-    wait_twin(&node, "default/thermo-1", "temperature", "25", "25");
+    // The Wasm mapper came back with the node and drives its device again. The simulated
+    // device restarted with its signal (21): the desired 25 had been reported before the
+    // restart, so it is not pending and not sent again (a desired value is sent when it
+    // changes or is still pending at a start; the pending case is vdev-1's 40 above).
+    wait_twin(&node, "default/thermo-1", "temperature", "25", "21");
 }
 
 #[test]
@@ -295,7 +298,24 @@ fn wedge_device_and_twin_commands_read_twins_and_set_a_desired_value() {
 #[test]
 fn a_protocol_has_one_kind_of_mapper_on_a_node() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut node, socket, mapper_dir) = dmi_node(dir.path(), &example_devices().unwrap());
+    // dmi_node's node, with a module directory loaded at start.
+    let modules_dir = dir.path().join("wasm-modules");
+    std::fs::create_dir_all(&modules_dir).unwrap();
+    let socket = dir.path().join("dmi").join("dmi.sock");
+    let extra = Extra {
+        modules: format!("  deviceTwin:\n    dmiSockPath: {}\n", socket.display()),
+        wedge: format!("  modules:\n    dir: {}\n", modules_dir.display()),
+        ..Default::default()
+    };
+    let mut node = TwinNode::start_with(
+        dir.path(),
+        Broker::Embedded,
+        &example_devices().unwrap(),
+        &extra,
+    )
+    .unwrap();
+    let mapper_dir = dir.path().join("mapper");
+    std::fs::create_dir_all(&mapper_dir).unwrap();
     let data = node.data_dir().to_str().unwrap().to_owned();
     // A Wasm mapper of the KubeEdge mapper's protocol.
     let wasm = wedge_tests::hostile::repackage("virtual-thermometer", |m| {
@@ -303,22 +323,19 @@ fn a_protocol_has_one_kind_of_mapper_on_a_node() {
     })
     .unwrap();
     let file = dir.path().join("wasm-virtual.wasm");
-    std::fs::write(&file, wasm).unwrap();
-    let deploy = || {
-        wedge_cmd(&[
-            "module",
-            "deploy",
-            file.to_str().unwrap(),
-            "--data-dir",
-            &data,
-        ])
-        .unwrap()
-    };
+    std::fs::write(&file, &wasm).unwrap();
 
     // While the KubeEdge mapper drives it, a Wasm mapper of the protocol is refused.
     let mut mapper = DmiMapper::start(&mapper_dir, &socket).unwrap();
     wait_twin(&node, VDEV, "setpoint", "30", "30");
-    let (ok, _, err) = deploy();
+    let (ok, _, err) = wedge_cmd(&[
+        "module",
+        "deploy",
+        file.to_str().unwrap(),
+        "--data-dir",
+        &data,
+    ])
+    .unwrap();
     assert!(!ok, "deployed beside the KubeEdge mapper");
     assert!(
         err.contains("driven by the KubeEdge mapper \"virtualdevice-mapper\" over DMI")
@@ -327,13 +344,18 @@ fn a_protocol_has_one_kind_of_mapper_on_a_node() {
     );
     mapper.stop();
 
-    // On a fresh node where the Wasm mapper came first, the KubeEdge mapper is refused at
-    // registration, naming the module (mapper-framework then exits).
+    // The module appears in the module directory while the node is down: at the next start it
+    // is loaded, and the KubeEdge mapper remembered from before is forgotten (the module the
+    // operator deployed wins; one driver per protocol). Registering again, it is refused,
+    // naming the module (mapper-framework then exits).
     node.daemon.stop(libc::SIGTERM, WAIT).unwrap();
-    std::fs::remove_file(&node.db).unwrap();
+    std::fs::write(modules_dir.join("wasm-virtual.wasm"), &wasm).unwrap();
     node.restart().unwrap();
-    let (ok, out, err) = deploy();
-    assert!(ok, "{out}{err}");
+    let log = node.daemon.log();
+    assert!(
+        log.contains("forgotten: the Wasm mapper virtual-thermometer drives the protocol now"),
+        "{log}"
+    );
     let mut refused = DmiMapper::start(&mapper_dir, &socket).unwrap();
     refused
         .wait_log(

@@ -62,14 +62,15 @@ fn mapper_reports_handlers_and_desired_values_on_a_running_node() {
     mqtt.subscribe("$hw/events/device/#").unwrap();
 
     // The mapper gets thermo-1 (protocol `virtual`, constant signal at 21) from the local
-    // definitions and reports it: documents on MQTT, rows in SQLite.
+    // definitions, with its desired value 25 that waited for a mapper; it writes 25 and
+    // reports it back: documents on MQTT, rows in SQLite.
     deploy(&node, "virtual-thermometer");
-    let doc = document_with(&mut mqtt, "temperature", "21");
+    let doc = document_with(&mut mqtt, "temperature", "25");
     assert!(
-        zero_timestamps(&doc).contains(r#""current":{"expected":{"value":"25","metadata":{"timestamp":0}},"actual":{"value":"21","metadata":{"timestamp":0}}"#),
+        zero_timestamps(&doc).contains(r#""current":{"expected":{"value":"25","metadata":{"timestamp":0}},"actual":{"value":"25","metadata":{"timestamp":0}}"#),
         "{doc}"
     );
-    assert_eq!(actual(&node, "temperature"), "21");
+    assert_eq!(actual(&node, "temperature"), "25");
 
     // threshold (temperature must stay within -40..85) rejects an out-of-range report with a
     // 400 result carrying its reason, and SQLite keeps the last accepted value.

@@ -208,8 +208,33 @@ impl Dmi {
             .read(crate::store::all)
             .await
             .map_err(|e| format!("cannot read registered DMI mappers: {e}"))?;
-        let mut state = self.shared.lock();
+        // A protocol a Wasm mapper drives now (deployed while this node was down, or loaded
+        // from `wedge.modules.dir`) is not the remembered mapper's any more: one driver per
+        // protocol, and the module the operator deployed wins. The mapper is forgotten; should
+        // it register again, it is refused while the module drives the protocol.
+        let owner = self
+            .shared
+            .owner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut kept = Vec::with_capacity(stored.len());
         for info in stored {
+            match owner.as_ref().and_then(|owner| owner(&info.protocol)) {
+                Some(module) => {
+                    tracing::warn!(mapper = %info.name, protocol = %info.protocol, "DMI mapper remembered from before the restart forgotten: the Wasm mapper {module} drives the protocol now");
+                    let protocol = info.protocol.clone();
+                    self.shared
+                        .store
+                        .write(move |conn| crate::store::remove(conn, &protocol))
+                        .await
+                        .map_err(|e| format!("cannot forget DMI mapper {}: {e}", info.name))?;
+                }
+                None => kept.push(info),
+            }
+        }
+        let mut state = self.shared.lock();
+        for info in kept {
             if state.mappers.contains_key(&info.protocol) {
                 continue;
             }

@@ -37,6 +37,12 @@ pub(crate) fn put(conn: &Connection, info: &pb::MapperInfo) -> Result<(), StoreE
     Ok(())
 }
 
+/// Forgets the mapper of `protocol`.
+pub(crate) fn remove(conn: &Connection, protocol: &str) -> Result<(), StoreError> {
+    conn.execute("DELETE FROM dmi_mapper WHERE protocol = ?1", [protocol])?;
+    Ok(())
+}
+
 /// Every stored mapper.
 pub(crate) fn all(conn: &Connection) -> Result<Vec<pb::MapperInfo>, StoreError> {
     let mut statement = conn.prepare(
