@@ -111,7 +111,7 @@ pub fn send(
     let fields = Fields::new();
     for (name, value) in headers {
         fields
-            .append(&name.to_ascii_lowercase(), &value.as_bytes().to_vec())
+            .append(&name.to_ascii_lowercase(), value.as_bytes())
             .map_err(|e| invalid(format!("header {name:?}: {e:?}")))?;
     }
     if !body.is_empty() {

@@ -698,6 +698,9 @@ async fn device_objects_from_metamanager_define_devices_for_the_hooks() {
                 visitor: r#"{"offset":0,"register":"HoldingRegister"}"#.into(),
                 collect_cycle_ms: 1000,
                 desired: None,
+                report_to_cloud: true,
+                report_cycle_ms: 5000,
+                ..Default::default()
             },
             PropertyDefinition {
                 name: "setpoint".into(),
@@ -705,6 +708,7 @@ async fn device_objects_from_metamanager_define_devices_for_the_hooks() {
                 visitor: r#"{"offset":1}"#.into(),
                 collect_cycle_ms: 0,
                 desired: Some("25".into()),
+                ..Default::default()
             },
         ],
         name: "thermo-2".into(),
