@@ -89,12 +89,13 @@ impl WasmEngine {
             .memory_reservation(MAX_MEMORY_BYTES as u64)
             .memory_guard_size(32 << 20)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|e| WasmError::Engine(format!("{e:#}")))?;
+        let engine = Engine::new(&config)
+            .map_err(|e| WasmError::engine_from("cannot create the engine", e))?;
         std::fs::create_dir_all(cache_dir).map_err(|e| {
-            WasmError::Io(format!(
-                "cannot create cache dir {}: {e}",
-                cache_dir.display()
-            ))
+            WasmError::io_from(
+                format!("cannot create cache dir {}", cache_dir.display()),
+                e,
+            )
         })?;
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -110,7 +111,7 @@ impl WasmEngine {
                     ticker_engine.increment_epoch();
                 }
             })
-            .map_err(|e| WasmError::Engine(format!("cannot start epoch thread: {e}")))?;
+            .map_err(|e| WasmError::engine_from("cannot start epoch thread", e))?;
         Ok(WasmEngine {
             engine,
             cache_dir: cache_dir.to_owned(),
@@ -187,7 +188,7 @@ impl WasmEngine {
         let compiled = self
             .engine
             .precompile_component(bytes)
-            .map_err(|e| WasmError::Invalid(format!("{e:#}")))?;
+            .map_err(|e| WasmError::invalid_from("cannot compile the component", e))?;
         let tmp = cached.with_extension("tmp");
         if let Err(e) =
             std::fs::write(&tmp, &compiled).and_then(|()| std::fs::rename(&tmp, &cached))
@@ -196,7 +197,7 @@ impl WasmEngine {
         }
         // SAFETY: `compiled` was produced just now by this engine's `precompile_component`.
         let component = unsafe { Component::deserialize(&self.engine, &compiled) }
-            .map_err(|e| WasmError::Invalid(format!("{e:#}")))?;
+            .map_err(|e| WasmError::invalid_from("cannot compile the component", e))?;
         tracing::debug!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "component compiled"

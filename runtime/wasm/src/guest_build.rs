@@ -48,7 +48,7 @@ impl Toolchain {
         if missing_debian.is_empty() {
             return Ok(Toolchain::DebianOffline);
         }
-        Err(WasmError::Io(format!(
+        Err(WasmError::io(format!(
             "no toolchain can build wasm32-wasip2 components:\n  - rustup: {}\n  - Debian offline \
              toolchain: missing package(s) {} (apt-get install rustc-web cargo-web rust-web-src \
              rust-web-llvm lld wasi-libc)",
@@ -133,13 +133,13 @@ pub fn build_module(
     progress: &mut dyn FnMut(&str),
 ) -> Result<BuiltModule, WasmError> {
     let manifest_text = std::fs::read_to_string(crate_dir.join("wedge.toml")).map_err(|e| {
-        WasmError::Io(format!(
-            "cannot read {}: {e}",
-            crate_dir.join("wedge.toml").display()
-        ))
+        WasmError::io_from(
+            format!("cannot read {}", crate_dir.join("wedge.toml").display()),
+            e,
+        )
     })?;
     let manifest = Manifest::from_toml(&manifest_text)
-        .map_err(|e| WasmError::Invalid(format!("wedge.toml: {e}")))?;
+        .map_err(|e| WasmError::invalid_from("wedge.toml", e))?;
     progress(&format!(
         "building {} {} ({}) with {}",
         manifest.name,
@@ -149,7 +149,7 @@ pub fn build_module(
     ));
     let component_path = cargo_build(crate_dir, toolchain)?;
     let component = std::fs::read(&component_path)
-        .map_err(|e| WasmError::Io(format!("cannot read {}: {e}", component_path.display())))?;
+        .map_err(|e| WasmError::io_from(format!("cannot read {}", component_path.display()), e))?;
     progress(&format!(
         "validating {} ({} KiB) against wedge:device/{}",
         component_path.display(),
@@ -157,16 +157,16 @@ pub fn build_module(
         manifest.kind.as_str()
     ));
     check_world(&component, manifest.kind)?;
-    let packaged =
-        package::embed(&component, &manifest).map_err(|e| WasmError::Invalid(e.to_string()))?;
+    let packaged = package::embed(&component, &manifest)
+        .map_err(|e| WasmError::invalid_from("cannot package the component", e))?;
     let out_dir = out_dir
         .map(Path::to_path_buf)
         .unwrap_or_else(|| component_path_target_dir(&component_path).join("wedge"));
     std::fs::create_dir_all(&out_dir)
-        .map_err(|e| WasmError::Io(format!("cannot create {}: {e}", out_dir.display())))?;
+        .map_err(|e| WasmError::io_from(format!("cannot create {}", out_dir.display()), e))?;
     let path = out_dir.join(format!("{}.wasm", manifest.name));
     std::fs::write(&path, &packaged)
-        .map_err(|e| WasmError::Io(format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|e| WasmError::io_from(format!("cannot write {}", path.display()), e))?;
     progress(&format!(
         "packaged {} ({} KiB)",
         path.display(),
@@ -196,9 +196,9 @@ fn cargo_build(crate_dir: &Path, toolchain: &Toolchain) -> Result<PathBuf, WasmE
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     let out = cmd
         .output()
-        .map_err(|e| WasmError::Io(format!("cannot run cargo: {e}")))?;
+        .map_err(|e| WasmError::io_from("cannot run cargo", e))?;
     if !out.status.success() {
-        return Err(WasmError::Invalid(format!(
+        return Err(WasmError::invalid(format!(
             "cargo build failed ({}) for {}",
             out.status,
             manifest_path.display()
@@ -229,7 +229,7 @@ fn cargo_build(crate_dir: &Path, toolchain: &Toolchain) -> Result<PathBuf, WasmE
         }
     }
     produced.ok_or_else(|| {
-        WasmError::Invalid(format!(
+        WasmError::invalid(format!(
             "cargo built no .wasm for {}: is it a `crate-type = [\"cdylib\"]` crate?",
             manifest_path.display()
         ))
@@ -245,7 +245,7 @@ pub fn check_world(component: &[u8], kind: ModuleKind) -> Result<(), WasmError> 
         &crate::engine::EngineSettings { max_instances: 4 },
     )?;
     let compiled = wasmtime::component::Component::new(engine.engine(), component)
-        .map_err(|e| WasmError::Invalid(format!("{e:#}")));
+        .map_err(|e| WasmError::invalid_from("cannot compile the component", e));
     let _ = std::fs::remove_dir_all(&scratch);
     crate::linking::pre_instantiate(&engine, &compiled?, kind).map(|_| ())
 }

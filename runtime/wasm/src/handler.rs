@@ -97,7 +97,7 @@ impl HandlerModule {
         log: LogPolicy,
     ) -> Result<HandlerModule, WasmError> {
         let Pre::Handler(pre) = pre_instantiate(engine, component, ModuleKind::TwinHandler)? else {
-            return Err(WasmError::Engine("linked for the wrong world".to_owned()));
+            return Err(WasmError::engine("linked for the wrong world"));
         };
         let call_limit = Duration::from_millis(u64::from(manifest.limits.call_timeout_ms));
         let timeout_ticks = WasmEngine::ticks_for(call_limit);
@@ -140,7 +140,7 @@ impl HandlerModule {
                 .pre
                 .instantiate_async(&mut store)
                 .await
-                .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
+                .map_err(|e| WasmError::invalid_from("cannot instantiate", e))?;
             let init = bindings.call_init(&mut store, &config).await;
             init_outcome(&self.manifest, init)?;
             Ok::<_, WasmError>(bindings)

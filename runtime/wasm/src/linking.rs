@@ -26,13 +26,10 @@ pub(crate) fn pre_instantiate(
 ) -> Result<Pre, WasmError> {
     refuse_other_world_versions(engine, component)?;
     let mut linker = Linker::<HostState>::new(engine.engine());
-    let engine_err = |e: wasmtime::Error| WasmError::Engine(format!("{e:#}"));
+    let engine_err = |e: wasmtime::Error| WasmError::engine_from("cannot link", e);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
     let refused = |e: wasmtime::Error| {
-        WasmError::Invalid(format!(
-            "not a wedge:device/{} component: {e:#}",
-            kind.as_str()
-        ))
+        WasmError::invalid_from(format!("not a wedge:device/{} component", kind.as_str()), e)
     };
     match kind {
         ModuleKind::TwinHandler => {
@@ -71,7 +68,7 @@ fn refuse_other_world_versions(
         };
         let version = rest.split_once('@').map(|(_, v)| v).unwrap_or("none");
         if version != "0.2.0" {
-            return Err(WasmError::Invalid(format!(
+            return Err(WasmError::invalid(format!(
                 "the component imports {name}, built against wedge:device@{version}; this node \
                  serves {WIT_PACKAGE}: rebuild the module with wedge-guest 0.2 (the 0.2 `poll` \
                  takes the properties due)"

@@ -145,7 +145,7 @@ impl MapperModule {
         log: LogPolicy,
     ) -> Result<MapperModule, WasmError> {
         let Pre::Mapper(pre) = pre_instantiate(engine, component, ModuleKind::Mapper)? else {
-            return Err(WasmError::Engine("linked for the wrong world".to_owned()));
+            return Err(WasmError::engine("linked for the wrong world"));
         };
         let (commands, inbox) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);
@@ -162,7 +162,7 @@ impl MapperModule {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| WasmError::Engine(format!("cannot start mapper runtime: {e}")))?;
+            .map_err(|e| WasmError::engine_from("cannot start mapper runtime", e))?;
         let mut runner = Runner {
             engine: engine.clone(),
             manifest: manifest.clone(),
@@ -190,7 +190,7 @@ impl MapperModule {
                     drop(runner);
                 });
             })
-            .map_err(|e| WasmError::Engine(format!("cannot start mapper thread: {e}")))?;
+            .map_err(|e| WasmError::engine_from("cannot start mapper thread", e))?;
         match ready_rx.await {
             Ok(Ok(())) => Ok(MapperModule {
                 manifest,
@@ -204,7 +204,7 @@ impl MapperModule {
                 let _ = thread.join();
                 Err(e)
             }
-            Err(_) => Err(WasmError::Engine("mapper thread ended during init".into())),
+            Err(_) => Err(WasmError::engine("mapper thread ended during init")),
         }
     }
 
@@ -737,7 +737,7 @@ impl Runner {
                 .pre
                 .instantiate_async(&mut store)
                 .await
-                .map_err(|e| WasmError::Invalid(format!("cannot instantiate: {e:#}")))?;
+                .map_err(|e| WasmError::invalid_from("cannot instantiate", e))?;
             let init = bindings.call_init(&mut store, &config).await;
             init_outcome(&self.manifest, init)?;
             Ok::<_, WasmError>(bindings)

@@ -165,13 +165,14 @@ impl WasmHost {
         &self,
         bytes: &[u8],
     ) -> Result<(Deployed, String, String, Reservation), WasmError> {
-        let manifest = package::extract(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
+        let manifest = package::extract(bytes)
+            .map_err(|e| WasmError::invalid_from("cannot package the component", e))?;
         let reservation = self
             .budget
             .reserve(&manifest.name, manifest.limits.memory_mib)?;
         let sha256 = hex(&Sha256::digest(bytes));
-        let code =
-            package::without_manifest(bytes).map_err(|e| WasmError::Invalid(e.to_string()))?;
+        let code = package::without_manifest(bytes)
+            .map_err(|e| WasmError::invalid_from("cannot package the component", e))?;
         let (component, _, code_digest) = self.engine.component_with_digest(&code)?;
         let deployed = match manifest.kind {
             ModuleKind::TwinHandler => Deployed::Handler(Arc::new(
@@ -270,7 +271,7 @@ impl WasmHost {
                 Ok(previous)
             })
             .await
-            .map_err(|e| WasmError::Store(e.to_string()))?;
+            .map_err(WasmError::store)?;
         let status = deployed.status();
         let replaced = self.write().insert(manifest.name.clone(), deployed.clone());
         let old_share = self
@@ -333,7 +334,7 @@ impl WasmHost {
                 Ok(sha)
             })
             .await
-            .map_err(|e| WasmError::Store(e.to_string()))?;
+            .map_err(WasmError::store)?;
         let removed = self.write().remove(name);
         self.track_code(name, None);
         if let Some(Deployed::Mapper(m)) = removed {
@@ -362,7 +363,7 @@ impl WasmHost {
             .await
         {
             Ok(rows) => rows,
-            Err(e) => return vec![("*".to_owned(), Err(WasmError::Store(e.to_string())))],
+            Err(e) => return vec![("*".to_owned(), Err(WasmError::store(e)))],
         };
         let mut results = Vec::new();
         for (name, sha) in &records {
@@ -377,10 +378,10 @@ impl WasmHost {
                     }
                     Err(e) => Err(e),
                 },
-                Err(e) => Err(WasmError::Io(format!(
-                    "module file {} unreadable: {e}",
-                    self.file_of(sha).display()
-                ))),
+                Err(e) => Err(WasmError::io_from(
+                    format!("module file {} unreadable", self.file_of(sha).display()),
+                    e,
+                )),
             };
             if let Err(e) = &outcome {
                 tracing::error!(module = %name, "module not loaded: {e}");
@@ -423,10 +424,10 @@ impl WasmHost {
             Err(e) => {
                 return vec![(
                     dir.to_owned(),
-                    Err(WasmError::Io(format!(
-                        "cannot read module directory {}: {e}",
-                        dir.display()
-                    ))),
+                    Err(WasmError::io_from(
+                        format!("cannot read module directory {}", dir.display()),
+                        e,
+                    )),
                 )];
             }
         };
@@ -446,10 +447,10 @@ impl WasmHost {
                         None => self.deploy(bytes).await,
                     }
                 }
-                Err(e) => Err(WasmError::Io(format!(
-                    "cannot read {}: {e}",
-                    file.display()
-                ))),
+                Err(e) => Err(WasmError::io_from(
+                    format!("cannot read {}", file.display()),
+                    e,
+                )),
             };
             if let Err(e) = &outcome {
                 tracing::error!(file = %file.display(), "module not loaded: {e}");
@@ -599,10 +600,10 @@ impl MetricsSource for WasmHost {
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WasmError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
-            .map_err(|e| WasmError::Io(format!("cannot create {}: {e}", dir.display())))?;
+            .map_err(|e| WasmError::io_from(format!("cannot create {}", dir.display()), e))?;
     }
     let tmp = path.with_extension("partial");
     std::fs::write(&tmp, bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| WasmError::Io(format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| WasmError::io_from(format!("cannot write {}", path.display()), e))
 }

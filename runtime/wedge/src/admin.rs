@@ -84,7 +84,7 @@ fn error_body(code: StatusCode, text: &str) -> (StatusCode, axum::Json<serde_jso
 
 fn wasm_error(e: WasmError) -> (StatusCode, axum::Json<serde_json::Value>) {
     let code = match e {
-        WasmError::Invalid(_)
+        WasmError::Invalid { .. }
         | WasmError::Init(_)
         | WasmError::Trap { .. }
         | WasmError::Guest(_) => StatusCode::BAD_REQUEST,

@@ -200,12 +200,15 @@ impl Mapper for Driver {
         self.devices.remove(id);
     }
 
-    fn poll(&mut self, id: &str) -> Result<(), String> {
-        let device = self.devices.get(id).ok_or_else(|| format!("unknown device {id}"))?;
-        for property in &device.properties {
-            let key = (id.to_owned(), property.name.clone());
+    /// Called with the properties whose collect cycle is due (the host keeps the timers).
+    fn poll(&mut self, id: &str, properties: &[String]) -> Result<(), String> {
+        if !self.devices.contains_key(id) {
+            return Err(format!("unknown device {id}"));
+        }
+        for property in properties {
+            let key = (id.to_owned(), property.clone());
             if let Some(value) = self.values.get(&key) {
-                report::actual(id, &property.name, value.clone())?;
+                report::actual(id, property, value.clone())?;
             }
         }
         Ok(())
