@@ -20,6 +20,7 @@ pub mod mqtt;
 pub mod node;
 pub mod realcloud;
 pub mod twin_fixtures;
+pub mod wasm_node;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
