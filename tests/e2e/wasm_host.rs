@@ -5,103 +5,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wedge_core::Store;
-use wedge_core::store::StoreOptions;
 use wedge_tests::guests::{module, module_bytes};
 use wedge_tests::http_device::{HttpDevice, Seen};
 use wedge_tests::modbus_server::{ModbusServer, Registers};
+use wedge_tests::wasm_node::{Node, eventually, handler, mapper, node, node_in, repackage};
 use wedge_wasm::package;
 use wedge_wasm::{
-    Deployed, Device, DeviceState, HostServices, Manifest, MapperSink, Property, Publisher,
-    RunState, TwinUpdate, TwinValue, UpdateSource, Verdict, WasmEngine, WasmError, WasmHost,
+    Device, Property, RunState, TwinUpdate, TwinValue, UpdateSource, Verdict, WasmEngine, WasmError,
 };
-
-/// Records what guests send out.
-#[derive(Default)]
-struct Recorder {
-    published: Mutex<Vec<(String, Vec<u8>)>>,
-    reports: Mutex<Vec<(String, String, TwinValue)>>,
-    states: Mutex<Vec<(String, DeviceState)>>,
-}
-
-impl Publisher for Recorder {
-    fn publish(&self, _module: &str, topic: &str, payload: Vec<u8>) -> Result<(), String> {
-        self.published
-            .lock()
-            .unwrap()
-            .push((topic.to_owned(), payload));
-        Ok(())
-    }
-}
-
-impl MapperSink for Recorder {
-    fn report_actual(
-        &self,
-        _m: &str,
-        device: &str,
-        property: &str,
-        value: TwinValue,
-    ) -> Result<(), String> {
-        self.reports
-            .lock()
-            .unwrap()
-            .push((device.to_owned(), property.to_owned(), value));
-        Ok(())
-    }
-    fn report_state(&self, _m: &str, device: &str, state: DeviceState) -> Result<(), String> {
-        self.states.lock().unwrap().push((device.to_owned(), state));
-        Ok(())
-    }
-}
-
-impl Recorder {
-    fn last_report(&self, device: &str, property: &str) -> Option<TwinValue> {
-        self.reports
-            .lock()
-            .unwrap()
-            .iter()
-            .rev()
-            .find(|(d, p, _)| d == device && p == property)
-            .map(|(_, _, v)| v.clone())
-    }
-}
-
-struct Node {
-    host: WasmHost,
-    recorder: Arc<Recorder>,
-    dir: tempfile::TempDir,
-    store: Store,
-}
-
-async fn node_in(dir: tempfile::TempDir) -> Node {
-    let store = Store::open(&dir.path().join("edgecore.db"), StoreOptions::default()).unwrap();
-    store.migrate("wasm", wedge_wasm::MIGRATIONS).await.unwrap();
-    let engine = WasmEngine::new(&dir.path().join("modules/cache"), &Default::default()).unwrap();
-    let recorder = Arc::new(Recorder::default());
-    let services = HostServices {
-        publisher: recorder.clone(),
-        mapper_sink: recorder.clone(),
-    };
-    let host = WasmHost::new(engine, services, &dir.path().join("modules"), store.clone());
-    Node {
-        host,
-        recorder,
-        dir,
-        store,
-    }
-}
-
-async fn node() -> Node {
-    node_in(tempfile::tempdir().unwrap()).await
-}
-
-/// The packaged module with its manifest changed.
-fn repackage(relative: &str, change: impl FnOnce(&mut Manifest)) -> Vec<u8> {
-    let bytes = module_bytes(relative);
-    let mut manifest = package::extract(&bytes).unwrap();
-    change(&mut manifest);
-    package::embed(&bytes, &manifest).unwrap()
-}
 
 fn update(property: &str, value: TwinValue) -> TwinUpdate {
     TwinUpdate {
@@ -112,31 +23,6 @@ fn update(property: &str, value: TwinValue) -> TwinUpdate {
         previous: None,
         source: UpdateSource::Mapper,
     }
-}
-
-fn handler(node: &Node, name: &str) -> Arc<wedge_wasm::HandlerModule> {
-    match node.host.get(name) {
-        Some(Deployed::Handler(h)) => h,
-        _ => panic!("{name} is not a deployed twin handler"),
-    }
-}
-
-fn mapper(node: &Node, name: &str) -> Arc<wedge_wasm::MapperModule> {
-    match node.host.get(name) {
-        Some(Deployed::Mapper(m)) => m,
-        _ => panic!("{name} is not a deployed mapper"),
-    }
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -14,12 +14,14 @@ pub mod hostile;
 pub mod http_device;
 pub mod https_files;
 pub mod inproc_link;
+pub mod modbus_rtu_server;
 pub mod modbus_server;
 pub mod mosquitto;
 pub mod mqtt;
 pub mod node;
 pub mod realcloud;
 pub mod twin_fixtures;
+pub mod wasm_node;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

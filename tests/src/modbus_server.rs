@@ -1,5 +1,6 @@
 //! A real Modbus TCP server for mapper tests, built on `tokio-modbus` — an implementation
 //! independent of the guest's own framing, so a test proves interoperability, not symmetry.
+//! Its device logic ([`answer`]) also serves the RTU server of [`crate::modbus_rtu_server`].
 
 use std::collections::HashMap;
 use std::future;
@@ -50,6 +51,44 @@ fn bits(map: &HashMap<u16, bool>, start: u16, count: u16) -> Result<Vec<bool>, E
         .collect()
 }
 
+/// Answers one request from `memory`, as a device with that memory would: reads of absent
+/// addresses and writes to absent or read-only addresses are `IllegalDataAddress`. Shared by
+/// the TCP server here and the RTU server in [`crate::modbus_rtu_server`].
+pub fn answer(memory: &mut Registers, req: Request<'_>) -> Result<Response, ExceptionCode> {
+    let r = memory;
+    r.requests += 1;
+    match req {
+        Request::ReadHoldingRegisters(a, n) => {
+            words(&r.holding, a, n).map(Response::ReadHoldingRegisters)
+        }
+        Request::ReadInputRegisters(a, n) => {
+            words(&r.input, a, n).map(Response::ReadInputRegisters)
+        }
+        Request::ReadCoils(a, n) => bits(&r.coils, a, n).map(Response::ReadCoils),
+        Request::ReadDiscreteInputs(a, n) => {
+            bits(&r.discrete, a, n).map(Response::ReadDiscreteInputs)
+        }
+        Request::WriteSingleRegister(a, v) if r.holding.contains_key(&a) => {
+            r.holding.insert(a, v);
+            Ok(Response::WriteSingleRegister(a, v))
+        }
+        Request::WriteMultipleRegisters(a, values)
+            if (a..a + values.len() as u16).all(|x| r.holding.contains_key(&x)) =>
+        {
+            for (i, v) in values.iter().enumerate() {
+                r.holding.insert(a + i as u16, *v);
+            }
+            Ok(Response::WriteMultipleRegisters(a, values.len() as u16))
+        }
+        Request::WriteSingleCoil(a, v) if r.coils.contains_key(&a) => {
+            r.coils.insert(a, v);
+            Ok(Response::WriteSingleCoil(a, v))
+        }
+        _ => Err(ExceptionCode::IllegalDataAddress),
+    }
+}
+
+/// The TCP server's one device, whatever unit id a request names.
 impl Service for Device {
     type Request = Request<'static>;
     type Response = Response;
@@ -57,38 +96,8 @@ impl Service for Device {
     type Future = future::Ready<Result<Response, ExceptionCode>>;
 
     fn call(&self, req: Request<'static>) -> Self::Future {
-        let mut r = self.registers.lock().unwrap_or_else(|e| e.into_inner());
-        r.requests += 1;
-        let answer = match req {
-            Request::ReadHoldingRegisters(a, n) => {
-                words(&r.holding, a, n).map(Response::ReadHoldingRegisters)
-            }
-            Request::ReadInputRegisters(a, n) => {
-                words(&r.input, a, n).map(Response::ReadInputRegisters)
-            }
-            Request::ReadCoils(a, n) => bits(&r.coils, a, n).map(Response::ReadCoils),
-            Request::ReadDiscreteInputs(a, n) => {
-                bits(&r.discrete, a, n).map(Response::ReadDiscreteInputs)
-            }
-            Request::WriteSingleRegister(a, v) if r.holding.contains_key(&a) => {
-                r.holding.insert(a, v);
-                Ok(Response::WriteSingleRegister(a, v))
-            }
-            Request::WriteMultipleRegisters(a, values)
-                if (a..a + values.len() as u16).all(|x| r.holding.contains_key(&x)) =>
-            {
-                for (i, v) in values.iter().enumerate() {
-                    r.holding.insert(a + i as u16, *v);
-                }
-                Ok(Response::WriteMultipleRegisters(a, values.len() as u16))
-            }
-            Request::WriteSingleCoil(a, v) if r.coils.contains_key(&a) => {
-                r.coils.insert(a, v);
-                Ok(Response::WriteSingleCoil(a, v))
-            }
-            _ => Err(ExceptionCode::IllegalDataAddress),
-        };
-        future::ready(answer)
+        let mut memory = self.registers.lock().unwrap_or_else(|e| e.into_inner());
+        future::ready(answer(&mut memory, req))
     }
 }
 

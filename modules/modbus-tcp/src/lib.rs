@@ -1,6 +1,6 @@
 //! `modbus-tcp`: a mapper (protocol `modbus-tcp`) that speaks Modbus TCP to its devices
-//! through `wedge_guest::net::TcpStream`; the framing lives in [`frame`], the value encoding
-//! in [`codec`].
+//! through `wedge_guest::net::TcpStream`; the MBAP framing lives in [`mbap`], the PDUs and the
+//! value encoding in `modbus-core` (shared with `modbus-rtu`).
 //!
 //! Device `protocol-config`: `{"address":"127.0.0.1:1502","slave_id":1,"timeout_ms":1000}`
 //! (`address` is `ip:port` or `host:port`, which the manifest's `capabilities.endpoints` must
@@ -15,19 +15,19 @@
 //! framing error) is dropped and made again on the next call; the device is reported
 //! `offline` then, and `online` again once it answers.
 
-pub mod codec;
-pub mod frame;
+pub mod mbap;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use modbus_core::pdu::{Error, Request, Response};
+use modbus_core::point::Point;
 use serde::Deserialize;
 use wedge_guest::net::TcpStream;
-use wedge_guest::{Device, DeviceState, Mapper, Property, TwinValue, ValueType, report};
+use wedge_guest::{Device, DeviceState, Mapper, TwinValue, report};
 
-use crate::codec::Visitor;
-use crate::frame::{Client, Error, Response};
+use crate::mbap::Client;
 
 #[derive(Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -54,12 +54,6 @@ fn default_slave() -> u8 {
     1
 }
 
-struct Point {
-    property: Property,
-    kind: ValueType,
-    visitor: Visitor,
-}
-
 struct ModbusDevice {
     address: String,
     slave_id: u8,
@@ -71,7 +65,7 @@ struct ModbusDevice {
 
 impl ModbusDevice {
     /// Runs one request, connecting first if needed; drops the connection when it broke.
-    fn call(&mut self, request: &frame::Request) -> Result<Response, Error> {
+    fn call(&mut self, request: &Request) -> Result<Response, Error> {
         if self.client.is_none() {
             let mut stream = TcpStream::connect(&self.address, self.timeout)?;
             stream.set_read_timeout(Some(self.timeout))?;
@@ -132,18 +126,7 @@ impl Mapper for ModbusTcp {
         if timeout_ms == 0 {
             return Err(format!("device {}: timeout_ms must be positive", device.id));
         }
-        let mut points = Vec::with_capacity(device.properties.len());
-        for property in device.properties {
-            let visitor: Visitor = property.visitor_as()?;
-            visitor
-                .validate()
-                .map_err(|e| format!("device {} property {}: {e}", device.id, property.name))?;
-            points.push(Point {
-                kind: property.kind(),
-                property,
-                visitor,
-            });
-        }
+        let points = Point::parse_all(&device.id, device.properties)?;
         wedge_guest::info!(
             "device {} at {address} unit {} with {} properties",
             device.id,
@@ -184,11 +167,7 @@ impl Mapper for ModbusTcp {
             }
             let (name, kind, visitor) = (p.property.name.clone(), p.kind, p.visitor.clone());
             let value = match dev.call(&visitor.read_request()) {
-                Ok(Response::Bits(bits)) if bits.len() == 1 => {
-                    Ok(visitor.decode_bit(kind, bits[0]))
-                }
-                Ok(Response::Registers(regs)) => visitor.decode_registers(kind, &regs),
-                Ok(other) => Err(format!("unexpected response {other:?}")),
+                Ok(response) => visitor.decode_response(kind, response),
                 Err(e) if e.breaks_connection() => {
                     // The device is unreachable: the other properties would only wait too.
                     dev.set_state(id, DeviceState::Offline);

@@ -1,10 +1,10 @@
 //! Property visitors and the conversion between register contents and twin values. Plain
-//! Rust, unit-tested on the host with the framing.
+//! Rust, unit-tested on the host with the PDUs.
 
 use serde::Deserialize;
 use wedge_guest::{TwinValue, ValueType};
 
-use crate::frame::Request;
+use crate::pdu::{Request, Response};
 
 /// Which Modbus table a property lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -112,6 +112,20 @@ impl Visitor {
             Table::InputRegister => Request::ReadInputRegisters { address, count },
             Table::Coil => Request::ReadCoils { address, count: 1 },
             Table::DiscreteInput => Request::ReadDiscreteInputs { address, count: 1 },
+        }
+    }
+
+    /// The twin value in the answer to [`read_request`](Self::read_request): one bit or the
+    /// registers, turned into a value of type `kind`.
+    pub fn decode_response(
+        &self,
+        kind: ValueType,
+        response: Response,
+    ) -> Result<TwinValue, String> {
+        match response {
+            Response::Bits(bits) if bits.len() == 1 => Ok(self.decode_bit(kind, bits[0])),
+            Response::Registers(regs) => self.decode_registers(kind, &regs),
+            other => Err(format!("unexpected response {other:?}")),
         }
     }
 
@@ -437,6 +451,28 @@ mod tests {
         );
         assert_eq!(v.decode_bit(ValueType::Int, true), TwinValue::Integer(1));
         assert_eq!(v.decode_bit(ValueType::Float, false), TwinValue::Float(0.0));
+    }
+
+    #[test]
+    fn decodes_answers_to_read_requests() {
+        let c = visitor(r#"{"register":"Coil","offset":0}"#);
+        assert_eq!(
+            c.decode_response(ValueType::Boolean, Response::Bits(vec![true])),
+            Ok(TwinValue::Boolean(true))
+        );
+        let r = visitor(r#"{"register":"InputRegister","offset":0,"scale":0.5}"#);
+        assert_eq!(
+            r.decode_response(ValueType::Float, Response::Registers(vec![3])),
+            Ok(TwinValue::Float(1.5))
+        );
+        assert!(
+            r.decode_response(ValueType::Float, Response::Written)
+                .is_err()
+        );
+        assert!(
+            c.decode_response(ValueType::Boolean, Response::Bits(vec![true, false]))
+                .is_err()
+        );
     }
 
     #[test]
