@@ -330,7 +330,7 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
     let given = mapper
         .register(&mut clients[0], BENCH_PROTOCOL)
         .await
-        .map_err(|e| e.context(format!("{}", node.daemon.log_tail(20))))?;
+        .map_err(|e| e.context(node.daemon.log_tail(20)))?;
     if given.len() != args.devices as usize {
         bail!(
             "MapperRegister handed over {} devices, {} defined",
