@@ -198,20 +198,25 @@ impl Node {
         }
     }
 
-    /// User + system CPU time the daemon has used, from `/proc/<pid>/stat`.
+    /// User + system CPU time the daemon has used.
     pub fn cpu_time(&self) -> Option<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.daemon.pid())).ok()?;
-        // Fields after the command name (which may hold spaces) start after the last ')'.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let utime: u64 = fields.get(11)?.parse().ok()?;
-        let stime: u64 = fields.get(12)?.parse().ok()?;
-        // SAFETY: sysconf has no preconditions.
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let ticks = u64::try_from(ticks).ok().filter(|t| *t > 0)?;
-        Some(Duration::from_secs_f64(
-            (utime + stime) as f64 / ticks as f64,
-        ))
+        cpu_time(self.daemon.pid())
     }
+}
+
+/// User + system CPU time process `pid` has used, from `/proc/<pid>/stat`.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = u64::try_from(ticks).ok().filter(|t| *t > 0)?;
+    Some(Duration::from_secs_f64(
+        (utime + stime) as f64 / ticks as f64,
+    ))
 }
 
 /// `n` bytes as MiB with one decimal.

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::dmi::{self, MapperServer, NodeClient};
-use crate::node::{Node, mib};
+use crate::node::{Node, cpu_time, mib};
 use crate::stats::Percentiles;
 use crate::{BENCH_PROTOCOL, ReportArgs, devices_yaml, seconds};
 
@@ -347,7 +347,9 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
     let (from, end) = (start + warmup, start + warmup + duration);
     *lock(&tracker.window) = Some((from, end));
     let rss_start = node.rss_kib();
-    let mut cpu_at_window = None;
+    // CPU time of the node and of this process when the window opens.
+    let cpu_at_window;
+    let own_cpu_at_window;
     let load = if args.rate > 0.0 {
         let runtime = tokio::runtime::Handle::current();
         let (c, t, n, devices, rate) = (
@@ -363,6 +365,7 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
             .context("cannot start the pacing thread")?;
         tokio::time::sleep_until(from.into()).await;
         cpu_at_window = node.cpu_time();
+        own_cpu_at_window = cpu_time(std::process::id());
         tokio::time::sleep_until(end.into()).await;
         tokio::task::spawn_blocking(move || pacer.join())
             .await
@@ -385,7 +388,8 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
             ));
         }
         tokio::time::sleep_until(from.into()).await;
-        cpu_at_window = cpu_at_window.or(node.cpu_time());
+        cpu_at_window = node.cpu_time();
+        own_cpu_at_window = cpu_time(std::process::id());
         while reporters.join_next().await.is_some() {}
         format!(
             "closed loop, {} reporters (each waits for its commit) on {} connections",
@@ -393,6 +397,10 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
         )
     };
     let cpu_window = match (cpu_at_window, node.cpu_time()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    let own_cpu_window = match (own_cpu_at_window, cpu_time(std::process::id())) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,
     };
@@ -488,6 +496,10 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
         );
     }
     println!("node /metrics at the end:");
+    println!(
+        "generator (this process): CPU {:.0} % of one core over the window",
+        own_cpu_window.map_or(0.0, |c| c.as_secs_f64() / secs * 100.0)
+    );
     for line in metrics {
         println!("  {line}");
     }
