@@ -92,6 +92,7 @@ fn row(name: &str, samples: &mut [Duration]) -> String {
     }
 }
 
+/// Runs the scenario in `root` and prints its figures.
 pub async fn run(wedge: &Path, root: &Path, args: &DesiredArgs) -> Result<()> {
     let module = wedge_tests::guests::try_module(THERMOMETER).map_err(anyhow::Error::msg)?;
     let node = Node::start(

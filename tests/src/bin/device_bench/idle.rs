@@ -180,6 +180,7 @@ fn median(kib: &[u64]) -> Option<u64> {
     sorted.get(sorted.len() / 2).copied()
 }
 
+/// Runs the scenario in `root` and prints its figures.
 pub async fn run(wedge: &Path, root: &Path, args: &IdleArgs) -> Result<()> {
     let settle = seconds(args.settle, "settle", true)?;
     let window = seconds(args.window, "window", false)?;
@@ -190,6 +191,7 @@ pub async fn run(wedge: &Path, root: &Path, args: &IdleArgs) -> Result<()> {
     // 1. The baseline.
     let empty = root.join("empty");
     let node = Node::start(wedge, &empty, "# no devices\n", &args.synchronous).await?;
+    let baseline_started = node.rss_kib();
     let baseline = sample(&node, None, settle, window).await;
     drop(node);
 
@@ -251,8 +253,9 @@ pub async fn run(wedge: &Path, root: &Path, args: &IdleArgs) -> Result<()> {
         window.as_secs_f64()
     );
     println!(
-        "no devices, no mapper:  RSS {}, CPU {:.1} % of one core",
+        "no devices, no mapper:  RSS {} ({} just after start), CPU {:.1} % of one core",
         spread(&baseline.rss),
+        mib(baseline_started),
         baseline.cpu_share.unwrap_or(0.0) * 100.0
     );
     println!(
@@ -272,7 +275,7 @@ pub async fn run(wedge: &Path, root: &Path, args: &IdleArgs) -> Result<()> {
             .join("; ")
     );
     if let Some(rate) = loaded.updates_per_s {
-        println!("  twin updates handled (each its own write): {rate:.0}/s over the window");
+        println!("  twin updates handled: {rate:.0}/s over the window (group-committed)");
     }
     if let (Some(a), Some(b)) = (median(&baseline.rss), median(&loaded.rss)) {
         println!(

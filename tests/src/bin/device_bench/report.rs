@@ -98,7 +98,7 @@ impl Tracker {
         }
     }
 
-    /// A result arrived on `topic`.
+    /// A `…/twin/update/result` arrived at `now`: the report whose value it carries is committed.
     fn on_result(&self, payload: &[u8], now: Instant) {
         self.results.fetch_add(1, Ordering::Relaxed);
         let Ok(json) = serde_json::from_slice::<Value>(payload) else {
@@ -181,7 +181,7 @@ fn device_of(seq: u64, devices: u32) -> String {
     format!("dev-{}", seq % u64::from(devices))
 }
 
-/// One report `seq`, registered at `start`; `Err` when the node refused it.
+/// Sends report `seq`, registered as started at `start`; false when the node refused it.
 async fn send(
     client: &mut NodeClient,
     tracker: &Tracker,
@@ -308,6 +308,7 @@ fn row(name: &str, p: Option<Percentiles>) -> String {
     }
 }
 
+/// Runs the scenario in `root` and prints its figures.
 pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
     let warmup = seconds(args.warmup, "warmup", true)?;
     let duration = seconds(args.duration, "duration", false)?;
@@ -339,7 +340,7 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
         );
     }
     let tracker = Arc::new(Tracker::default());
-    let _subscriber = subscribe(node.mqtt_port, tracker.clone()).await?;
+    let subscriber = subscribe(node.mqtt_port, tracker.clone()).await?;
     let next = Arc::new(AtomicU64::new(1));
     preflight(&mut clients[0], &tracker, &next, args.devices).await?;
 
@@ -476,6 +477,10 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
         cpu_window.map_or("?".to_owned(), |c| format!("{:.2} s", c.as_secs_f64())),
         cpu_window.map_or(0.0, |c| c.as_secs_f64() / secs * 100.0),
     );
+    println!(
+        "generator (this process): CPU {:.0} % of one core over the window",
+        own_cpu_window.map_or(0.0, |c| c.as_secs_f64() / secs * 100.0)
+    );
     let metric = |name: &str| {
         metrics
             .iter()
@@ -496,13 +501,11 @@ pub async fn run(wedge: &Path, root: &Path, args: &ReportArgs) -> Result<()> {
         );
     }
     println!("node /metrics at the end:");
-    println!(
-        "generator (this process): CPU {:.0} % of one core over the window",
-        own_cpu_window.map_or(0.0, |c| c.as_secs_f64() / secs * 100.0)
-    );
     for line in metrics {
         println!("  {line}");
     }
+    // The subscriber goes before the node, so it does not log the broker going away.
+    subscriber.abort();
     drop(mapper);
     Ok(())
 }
