@@ -102,6 +102,11 @@ impl DmiMapper {
         Ok(crate::http_get(api, path)?.1)
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What it logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -22,22 +22,28 @@ pub fn repo_root() -> PathBuf {
 /// Builds (once) and returns the packaged module of the crate at `modules/<relative>`, e.g.
 /// `threshold` or `test-guests/spin`.
 pub fn module(relative: &str) -> PathBuf {
+    try_module(relative).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`module`] for programs that report a failed build instead of panicking (the benchmark
+/// binaries).
+pub fn try_module(relative: &str) -> Result<PathBuf, String> {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
     let built = BUILT.get_or_init(Default::default);
     // One build at a time: cargo would serialise them on its lock anyway.
     let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(path) = built.get(relative) {
-        return path.clone();
+        return Ok(path.clone());
     }
-    let toolchain = Toolchain::detect().unwrap_or_else(|e| panic!("{e}"));
+    let toolchain = Toolchain::detect().map_err(|e| e.to_string())?;
     let crate_dir = repo_root().join("modules").join(relative);
     let out_dir = repo_root().join("modules/target/wedge");
     let module = build_module(&crate_dir, &toolchain, Some(&out_dir), &mut |line| {
         eprintln!("[guest build] {line}")
     })
-    .unwrap_or_else(|e| panic!("building guest {relative} failed: {e}"));
+    .map_err(|e| format!("building guest {relative} failed: {e}"))?;
     built.insert(relative.to_owned(), module.path.clone());
-    module.path
+    Ok(module.path)
 }
 
 /// The packaged bytes of [`module`].
