@@ -1,7 +1,7 @@
 //! Errors of the Wasm host.
 //!
-//! Errors that come from elsewhere (wasmtime, the file system, SQLite) keep their cause:
-//! `source()` returns it, for code that inspects it. The text of a `WasmError` is complete on
+//! Errors that come from elsewhere (wasmtime, the file system, SQLite) keep their cause: in the
+//! variant's `source` field (downcast it there) and through `source()`. The text of a `WasmError` is complete on
 //! its own (it ends with the cause's chain), because it goes as it is into API answers and
 //! logs.
 
@@ -185,7 +185,18 @@ mod tests {
         let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
         let e = WasmError::io_from("cannot write /x", io);
         assert_eq!(e.to_string(), "cannot write /x: denied");
-        let cause = e.source().expect("a cause");
+        assert_eq!(
+            e.source().map(ToString::to_string).as_deref(),
+            Some("denied")
+        );
+        // The cause itself, for code that inspects it.
+        let WasmError::Io {
+            source: Some(cause),
+            ..
+        } = &e
+        else {
+            panic!("an I/O error with a cause: {e:?}");
+        };
         assert_eq!(
             cause.downcast_ref::<std::io::Error>().map(|e| e.kind()),
             Some(std::io::ErrorKind::PermissionDenied)
