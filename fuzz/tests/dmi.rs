@@ -3,8 +3,9 @@
 //! - the bytes of a mapper's connection through the `:authority` shim
 //!   (`wedge_dmi::authority::rewrite`): never a panic, whatever arrives;
 //! - well-formed header blocks (any headers, any authority, split over CONTINUATION frames,
-//!   padded or not) come out decoding to the same headers, with an invalid authority replaced
-//!   by `localhost` and a valid one kept, and other frames pass unchanged;
+//!   padded or not, two on one connection so the second leans on the HPACK dynamic table the
+//!   first filled) come out decoding to the same headers, with an invalid authority replaced
+//!   by one of the same length and a valid one kept, and other frames pass unchanged;
 //! - any Device spec (JSON of any shape) converts to a DMI message or a clear error, never a
 //!   panic.
 
@@ -96,28 +97,31 @@ fn dmi_connection_header_blocks() {
                 }
             }
             let mut encoder = loona_hpack::Encoder::new();
-            let encoded = encoder.encode(headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
             let mut input = PREFACE.to_vec();
             input.extend(frame(0x0, 0, 1, &block.data));
-            let split = if block.split == 0 {
-                encoded.len().max(1)
-            } else {
-                block.split as usize
-            };
-            let mut chunks = encoded.chunks(split).collect::<Vec<_>>();
-            if chunks.is_empty() {
-                chunks.push(&[]);
-            }
-            for (i, chunk) in chunks.iter().enumerate() {
-                let last = i + 1 == chunks.len();
-                let end = if last { 0x4 } else { 0 };
-                if i == 0 {
-                    let mut payload = vec![block.padding];
-                    payload.extend_from_slice(chunk);
-                    payload.extend(std::iter::repeat_n(0u8, block.padding as usize));
-                    input.extend(frame(0x1, end | 0x8 | 0x1, 1, &payload));
+            for stream in [1, 3] {
+                let encoded =
+                    encoder.encode(headers.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
+                let split = if block.split == 0 {
+                    encoded.len().max(1)
                 } else {
-                    input.extend(frame(0x9, end, 1, chunk));
+                    block.split as usize
+                };
+                let mut chunks = encoded.chunks(split).collect::<Vec<_>>();
+                if chunks.is_empty() {
+                    chunks.push(&[]);
+                }
+                for (i, chunk) in chunks.iter().enumerate() {
+                    let last = i + 1 == chunks.len();
+                    let end = if last { 0x4 } else { 0 };
+                    if i == 0 {
+                        let mut payload = vec![block.padding];
+                        payload.extend_from_slice(chunk);
+                        payload.extend(std::iter::repeat_n(0u8, block.padding as usize));
+                        input.extend(frame(0x1, end | 0x8 | 0x1, stream, &payload));
+                    } else {
+                        input.extend(frame(0x9, end, stream, chunk));
+                    }
                 }
             }
             let (result, out) = run(&input);
@@ -128,21 +132,6 @@ fn dmi_connection_header_blocks() {
                 (0x0, 0, 1, block.data.clone()),
                 "DATA unchanged"
             );
-            let mut fragment = Vec::new();
-            for (kind, _, stream, payload) in &out_frames[1..] {
-                assert!(*kind == 0x1 || *kind == 0x9);
-                assert_eq!(*stream, 1);
-                fragment.extend_from_slice(payload);
-            }
-            assert_eq!(out_frames[1].1 & 0x1, 0x1, "END_STREAM kept");
-            assert_eq!(
-                out_frames.last().unwrap().1 & 0x4,
-                0x4,
-                "END_HEADERS on the last"
-            );
-            let decoded = loona_hpack::Decoder::new()
-                .decode(&fragment)
-                .expect("decodes");
             let valid = !block.authority.is_empty()
                 && block
                     .authority
@@ -152,13 +141,35 @@ fn dmi_connection_header_blocks() {
                 .iter()
                 .map(|(n, v)| {
                     if n == b":authority" && !valid {
-                        (n.clone(), b"localhost".to_vec())
+                        (n.clone(), wedge_dmi::authority::same_length_authority(v))
                     } else {
                         (n.clone(), v.clone())
                     }
                 })
                 .collect();
-            assert_eq!(decoded, want);
+            let mut decoder = loona_hpack::Decoder::new();
+            for stream in [1, 3] {
+                let mut fragment = Vec::new();
+                let mut flags = Vec::new();
+                for (kind, flag, id, payload) in &out_frames[1..] {
+                    if *id != stream {
+                        continue;
+                    }
+                    assert!(*kind == 0x1 || *kind == 0x9);
+                    flags.push(*flag);
+                    // A forwarded HEADERS frame keeps its padding: strip it.
+                    if *kind == 0x1 && flag & 0x8 != 0 {
+                        let pad = payload[0] as usize;
+                        fragment.extend_from_slice(&payload[1..payload.len() - pad]);
+                    } else {
+                        fragment.extend_from_slice(payload);
+                    }
+                }
+                assert_eq!(flags[0] & 0x1, 0x1, "END_STREAM kept");
+                assert_eq!(flags.last().unwrap() & 0x4, 0x4, "END_HEADERS on the last");
+                let decoded = decoder.decode(&fragment).expect("decodes");
+                assert_eq!(decoded, want);
+            }
         });
 }
 

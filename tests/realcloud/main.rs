@@ -11,6 +11,7 @@
 mod checks;
 mod device;
 mod dmi;
+mod join;
 mod lease;
 mod pods;
 
@@ -55,6 +56,10 @@ fn main() -> ExitCode {
         (
             "node_is_ready_with_a_kubelets_status",
             Box::new(checks::node_is_ready_with_a_kubelets_status),
+        ),
+        (
+            "join_writes_a_certificate_and_refuses_another_clouds_token",
+            Box::new(join::join_writes_a_certificate_and_refuses_another_clouds_token),
         ),
         (
             "pod_with_configmap_secret_runs",

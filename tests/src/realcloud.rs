@@ -357,8 +357,8 @@ pub struct RealNodeOptions {
     pub name: String,
     /// Run edged on the local Docker engine.
     pub edged: bool,
-    /// YAML lines for the `modules.edged:` mapping, indented by four spaces.
-    pub edged_extra: String,
+    /// More `wedge join --set KEY=VALUE` overrides of the node's config.
+    pub sets: Vec<String>,
     /// `RUST_LOG` of the daemon.
     pub log_filter: String,
 }
@@ -369,7 +369,7 @@ impl RealNodeOptions {
         RealNodeOptions {
             name: name.to_owned(),
             edged: true,
-            edged_extra: String::new(),
+            sets: Vec::new(),
             log_filter: "info".to_owned(),
         }
     }
@@ -453,47 +453,53 @@ impl RealNode {
         let dir = tempfile::Builder::new()
             .prefix(&format!("wedge-{}-", options.name))
             .tempdir()?;
-        let certs = dir.path().join("certs");
         let mqtt_port = free_port();
-        let config = format!(
-            "apiVersion: edgecore.config.kubeedge.io/v1alpha2
-kind: EdgeCore
-modules:
-  edgeHub:
-    enable: true
-    tlsCaFile: {certs}/rootCA.crt
-    tlsCertFile: {certs}/server.crt
-    tlsPrivateKeyFile: {certs}/server.key
-    websocket:
-      enable: true
-      server: {ws}
-    httpServer: {https}
-    token: \"{token}\"
-  eventBus:
-    mqttServerInternal: tcp://127.0.0.1:{mqtt_port}
-  edged:
-    enable: {edged}
-    hostnameOverride: {name}
-    podSandboxImage: {pause}
-    rootDirectory: {root}
-{extra}  deviceTwin:
-    enable: true
-    dmiSockPath: {dmi}
-",
-            certs = certs.display(),
-            ws = cloud.cloudhub_ws(),
-            https = cloud.https_server(),
-            token = cloud.token()?,
-            edged = options.edged,
-            name = options.name,
-            pause = crate::cloud_node::PAUSE_IMAGE,
-            root = dir.path().join("kubelet").display(),
-            extra = options.edged_extra,
-            dmi = dir.path().join("dmi").join("dmi.sock").display(),
-        );
-        let config_path = dir.path().join("edgecore.yaml");
-        std::fs::write(&config_path, config)?;
+        // Joined as an operator joins one: `wedge join` with the token (the certificate is
+        // signed by the cloud there), here into the node's own directory and not started, so
+        // the test starts it and keeps its output.
+        let kubeedge = dir.path().join("kubeedge");
         let data = dir.path().join("data");
+        let https = cloud.ports.cloudhub_https;
+        let token = cloud.token()?;
+        let cloud = cloud.cloudhub_ws();
+        let mut sets = vec![
+            format!("modules.eventBus.mqttServerInternal=tcp://127.0.0.1:{mqtt_port}"),
+            format!(
+                "modules.edged.podSandboxImage={}",
+                crate::cloud_node::PAUSE_IMAGE
+            ),
+            format!(
+                "modules.edged.rootDirectory={}",
+                dir.path().join("kubelet").display()
+            ),
+        ];
+        sets.extend(options.sets.iter().cloned());
+        let mut join = std::process::Command::new(crate::wedge_bin());
+        join.args(["join", "--cloud", &cloud, "--cert-port", &https.to_string()])
+            .args([
+                "--node",
+                &options.name,
+                "--edged",
+                &options.edged.to_string(),
+            ])
+            .arg("--kubeedge-dir")
+            .arg(&kubeedge)
+            .arg("--data-dir")
+            .arg(&data)
+            .arg("--no-start")
+            .env("WEDGE_JOIN_TOKEN", token);
+        for set in &sets {
+            join.args(["--set", set]);
+        }
+        let output = join.output().context("cannot run wedge join")?;
+        anyhow::ensure!(
+            output.status.success(),
+            "wedge join failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let config_path = kubeedge.join("config").join("edgecore.yaml");
         let (daemon, admin) = start_node(&config_path, &data, &options.log_filter)?;
         Ok(RealNode {
             daemon,
@@ -534,7 +540,7 @@ modules:
 
     /// The socket KubeEdge mappers reach it on (`modules.deviceTwin.dmiSockPath`).
     pub fn dmi_socket(&self) -> PathBuf {
-        self.dir.path().join("dmi").join("dmi.sock")
+        self.dir.path().join("kubeedge").join("dmi.sock")
     }
 }
 

@@ -166,6 +166,25 @@ impl Limits {
         Ok(())
     }
 
+    /// Checks a Device definition (from the cloud or the devices dir) whose properties are
+    /// `names`: a known device may gain twins up to the cap, a new one may have at most the cap.
+    pub fn check_definition<'k>(
+        &self,
+        devices: &Devices,
+        device: &str,
+        names: impl IntoIterator<Item = &'k String>,
+    ) -> Result<(), OverLimit> {
+        match devices.get(device) {
+            Some(_) => self.check_twins(devices, device, names),
+            None => {
+                let mut names: Vec<&String> = names.into_iter().collect();
+                names.sort();
+                names.dedup();
+                self.twins_fit(device, 0, names.len())
+            }
+        }
+    }
+
     /// Checks that one more device fits (a definition from the cloud or the devices dir).
     pub fn check_new_device(&self, devices: &Devices) -> Result<(), OverLimit> {
         let would_have = devices.len().saturating_add(1);
@@ -264,6 +283,13 @@ mod tests {
             ("d2".to_owned(), DeviceRecord::default()),
         ]);
         assert!(limits.check_new_device(&two).is_err());
+        // A definition: a new device gets at most the twin cap (here 2).
+        let names: Vec<String> = (0..3).map(|i| format!("p{i}")).collect();
+        assert!(limits.check_definition(&cache, "new", &names[..2]).is_ok());
+        assert!(
+            limits.check_definition(&cache, "new", &names).is_err(),
+            "a new device past the twin cap"
+        );
         assert!(limits.check_new_device(&cache).is_ok());
     }
 }

@@ -783,6 +783,10 @@ impl Turn<'_> {
             if !known && !self.fits(|l, d| l.check_new_device(d)) {
                 continue;
             }
+            let names = def.properties.iter().map(|p| &p.name);
+            if !self.fits(|l, d| l.check_definition(d, &def.id, names)) {
+                continue;
+            }
             if !known {
                 for property in &mut def.properties {
                     if let Some(value) = property.desired.take() {

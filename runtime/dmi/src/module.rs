@@ -338,12 +338,16 @@ impl Module for Dmi {
             .serve_with_incoming_shutdown(incoming, async move { stop.cancelled().await });
         ctx.ready();
         tokio::pin!(server);
+        // Once the mailbox ends (shutdown), only the server is waited for: it drains its
+        // connections, and `recv` would answer `None` at once forever (a busy loop).
+        let mut mailbox_open = true;
         let result = loop {
             tokio::select! {
                 result = &mut server => break result,
-                msg = ctx.recv() => match msg {
+                msg = ctx.recv(), if mailbox_open => match msg {
                     Some(msg) => tracing::debug!(operation = %msg.route.operation, resource = %msg.route.resource, "dmi ignores bus message"),
                     None => {
+                        mailbox_open = false;
                         token.cancel();
                     }
                 },

@@ -34,11 +34,84 @@ pub enum Command {
     /// The twins of a device on a running node: read them, set a desired value.
     #[command(subcommand)]
     Twin(TwinCommand),
+    /// Join this node to a KubeEdge cloud with a join token (as `keadm join` does for
+    /// edgecore): certificate, edgecore.yaml, and the systemd unit, started.
+    Join(JoinArgs),
+    /// Undo a join: stop the service, remove its unit, the config, the certificates and the
+    /// node's data.
+    Reset(ResetArgs),
+    /// Check what this node needs: config, data directory, ports, the cloud and its
+    /// certificate, the container runtime, the DMI socket, the guest toolchain, and a running
+    /// node's modules. Exits non-zero when something fails.
+    Check {
+        /// edgecore.yaml to check (default: /etc/kubeedge/config/edgecore.yaml when it
+        /// exists, else the built-in defaults).
+        #[arg(long, short, env = "WEDGE_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Print a shell completion script (e.g. `wedge completions bash > /etc/bash_completion.d/wedge`).
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// `wedge join`.
+#[derive(Debug, Args)]
+pub struct JoinArgs {
+    /// CloudHub's WebSocket address, HOST[:PORT] (port 10000 when left out).
+    #[arg(long)]
+    pub cloud: String,
+    /// The join token (`keadm gettoken` on the cloud).
+    #[arg(long, env = "WEDGE_JOIN_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// The node's name (default: this machine's hostname).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// CloudHub's HTTPS port for certificates, on the same host.
+    #[arg(long, default_value_t = wedge_setup::join::CERT_PORT)]
+    pub cert_port: u16,
+    /// Run pods on this node (edged on Docker).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub edged: bool,
+    /// Set a config key, as `keadm join --set`: `modules.edged.podSandboxImage=kubeedge/pause:3.6`
+    /// (repeatable; values read as YAML).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Write the config and certificates only; do not install or start the service.
+    #[arg(long)]
+    pub no_start: bool,
+    /// Join again over an existing config (the node gets a new certificate).
+    #[arg(long)]
+    pub force: bool,
+    /// Where the files go.
+    #[command(flatten)]
+    pub layout: LayoutArgs,
+}
+
+/// `wedge reset`.
+#[derive(Debug, Args)]
+pub struct ResetArgs {
+    /// Remove without asking.
+    #[arg(long, short)]
+    pub force: bool,
+    /// Where the files are.
+    #[command(flatten)]
+    pub layout: LayoutArgs,
+}
+
+/// Where a joined node's files are.
+#[derive(Debug, Args)]
+pub struct LayoutArgs {
+    /// KubeEdge's directory: config/edgecore.yaml, ca/, certs/, dmi.sock.
+    #[arg(long, default_value = wedge_setup::layout::KUBEEDGE_DIR)]
+    pub kubeedge_dir: PathBuf,
+    /// The node's data directory.
+    #[arg(long, default_value = wedge_setup::layout::DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// Where the systemd unit goes.
+    #[arg(long, default_value = wedge_setup::layout::UNIT_DIR)]
+    pub unit_dir: PathBuf,
 }
 
 /// `wedge mqtt ...`.

@@ -11,6 +11,7 @@ mod admin_guard;
 mod admin_server;
 mod admin_token;
 mod cert_rotation;
+mod check_cmd;
 mod cli;
 mod config_cmd;
 mod daemon;
@@ -24,6 +25,7 @@ mod precompile;
 mod reload;
 mod rlimit;
 mod scaffold;
+mod setup_cmd;
 mod wasm_bridge;
 mod wasm_pods;
 
@@ -40,6 +42,9 @@ fn main() -> ExitCode {
         cli::Command::Mqtt(cmd) => mqtt_cmd::run(cmd),
         cli::Command::Device(cmd) => device_cmd::device(cmd),
         cli::Command::Twin(cmd) => device_cmd::twin(cmd),
+        cli::Command::Join(args) => setup_cmd::join(args),
+        cli::Command::Reset(args) => setup_cmd::reset(args),
+        cli::Command::Check { config } => check_cmd::run(config),
         cli::Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = cli::Cli::command();

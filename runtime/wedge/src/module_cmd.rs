@@ -1,4 +1,4 @@
-//! `wedge module new|build|deploy|list|remove` (and the daemon's own `precompile`).
+//! `wedge module new|build|deploy|list|logs|remove` (and the daemon's own `precompile`).
 
 use std::path::Path;
 

@@ -10,8 +10,22 @@ use anyhow::{Context, Result, bail};
 use crate::cli::ModuleKindArg;
 use crate::module_cmd::kind_name;
 
-/// The SDK this wedge was built from, used when `--sdk-path` is not given.
+/// The SDK this wedge was built from, used when `--sdk-path` is not given and no installed
+/// copy is found beside the binary.
 const BUILT_WITH_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../guest-sdk");
+/// Where a package installs the SDK source, relative to the binary's directory
+/// (`/usr/bin/wedge` → `/usr/share/wedge/guest-sdk`).
+const INSTALLED_SDK: &str = "../share/wedge/guest-sdk";
+
+/// The SDK to scaffold against when none is given: an installed copy beside the binary (a
+/// package, or a binary copied with its `share/`), else the checkout it was built from.
+fn default_sdk() -> PathBuf {
+    let installed = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(INSTALLED_SDK)))
+        .filter(|sdk| sdk.join("Cargo.toml").is_file());
+    installed.unwrap_or_else(|| PathBuf::from(BUILT_WITH_SDK))
+}
 
 pub fn new_module(
     name: &str,
@@ -24,11 +38,12 @@ pub fn new_module(
     }
     let sdk = match sdk_path {
         Some(path) => path.to_path_buf(),
-        None => PathBuf::from(BUILT_WITH_SDK),
+        None => default_sdk(),
     };
     let sdk = std::fs::canonicalize(&sdk).with_context(|| {
         format!(
-            "the guest SDK is not at {}: pass --sdk-path (or set WEDGE_GUEST_SDK) to a wedge-guest checkout",
+            "the guest SDK is not at {}: pass --sdk-path (or set WEDGE_GUEST_SDK) to a wedge-guest checkout, \
+             or install the package (it puts the SDK in /usr/share/wedge/guest-sdk)",
             sdk.display()
         )
     })?;
