@@ -186,6 +186,10 @@ fn new_modules_build_and_deploy() {
             stdout.contains(&format!("created {dir}/{name} ({kind})")),
             "{stdout}"
         );
+        assert!(
+            work.path().join(name).join("Cargo.lock").is_file(),
+            "{name}: the scaffold carries the SDK's lock file"
+        );
     }
     let (ok, _, err) = cli(&[
         "module", "new", "my-limit", "--kind", "mapper", "--dir", dir,

@@ -668,7 +668,12 @@ async fn bad_modules_are_refused_and_change_nothing() {
         (
             "garbage",
             b"definitely not wasm".to_vec(),
-            "not a WebAssembly component",
+            "not a WebAssembly component: the file does not start with Wasm's magic bytes",
+        ),
+        (
+            "native executable",
+            b"\x7fELF\x02\x01\x01\0\0\0\0\0".to_vec(),
+            "a native (ELF) executable",
         ),
         (
             "core module",
@@ -683,7 +688,8 @@ async fn bad_modules_are_refused_and_change_nothing() {
                 m.kind = wedge_wasm::ModuleKind::Mapper;
                 m.protocol = Some("virtual".into());
             }),
-            "not a wedge:device/mapper component",
+            "the component is a twin-handler (it exports `on-update`), but its manifest says mapper: \
+             set `kind = \"twin-handler\"`",
         ),
         (
             "refused config",

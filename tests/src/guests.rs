@@ -38,7 +38,7 @@ pub fn try_module(relative: &str) -> Result<PathBuf, String> {
     let toolchain = Toolchain::detect().map_err(|e| e.to_string())?;
     let crate_dir = repo_root().join("modules").join(relative);
     let out_dir = repo_root().join("modules/target/wedge");
-    let module = build_module(&crate_dir, &toolchain, Some(&out_dir), &mut |line| {
+    let module = build_module(&crate_dir, &toolchain, Some(&out_dir), None, &mut |line| {
         eprintln!("[guest build] {line}")
     })
     .map_err(|e| format!("building guest {relative} failed: {e}"))?;

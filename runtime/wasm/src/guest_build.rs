@@ -123,13 +123,45 @@ pub struct BuiltModule {
     pub size: u64,
 }
 
+/// Where `wedge module build` puts cargo's output when neither `CARGO_TARGET_DIR` nor
+/// `--target-dir` says: one directory under the user's cache for every module crate, so std
+/// (built from source by the offline toolchain), the SDK and its dependencies compile once,
+/// not once per crate. `None` without a usable cache directory (cargo's default then).
+pub fn shared_target_dir() -> Option<PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+    Some(cache.join("wedge").join("modules-target"))
+}
+
+/// Whether std for wasm32-wasip2 is already built in `target_dir` (the offline toolchain
+/// builds it from source in each target directory).
+fn std_built_in(target_dir: &Path) -> bool {
+    let deps = target_dir
+        .join("wasm32-wasip2")
+        .join("release")
+        .join("deps");
+    std::fs::read_dir(deps)
+        .map(|entries| {
+            entries.flatten().any(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.starts_with("libstd-") && name.ends_with(".rlib")
+            })
+        })
+        .unwrap_or(false)
+}
+
 /// Builds the guest crate in `crate_dir` (which holds `Cargo.toml` and `wedge.toml`), checks the
 /// component implements the manifest's world, and writes `<crate>/target/wedge/<name>.wasm`
-/// (or into `out_dir`). `progress` receives one line per step.
+/// (or into `out_dir`). cargo builds in `target_dir` when given (else `CARGO_TARGET_DIR` or
+/// cargo's default). `progress` receives one line per step.
 pub fn build_module(
     crate_dir: &Path,
     toolchain: &Toolchain,
     out_dir: Option<&Path>,
+    target_dir: Option<&Path>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<BuiltModule, WasmError> {
     let manifest_text = std::fs::read_to_string(crate_dir.join("wedge.toml")).map_err(|e| {
@@ -147,7 +179,16 @@ pub fn build_module(
         manifest.kind.as_str(),
         toolchain.describe()
     ));
-    let component_path = cargo_build(crate_dir, toolchain)?;
+    if let Some(target_dir) = target_dir {
+        if *toolchain == Toolchain::DebianOffline && !std_built_in(target_dir) {
+            progress(&format!(
+                "first build in {}: Rust's std for wasm32-wasip2 is compiled too (several \
+                 minutes); later builds of any module there reuse it",
+                target_dir.display()
+            ));
+        }
+    }
+    let component_path = cargo_build(crate_dir, toolchain, target_dir)?;
     let component = std::fs::read(&component_path)
         .map_err(|e| WasmError::io_from(format!("cannot read {}", component_path.display()), e))?;
     progress(&format!(
@@ -161,7 +202,7 @@ pub fn build_module(
         .map_err(|e| WasmError::invalid_from("cannot package the component", e))?;
     let out_dir = out_dir
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| component_path_target_dir(&component_path).join("wedge"));
+        .unwrap_or_else(|| crate_dir.join("target").join("wedge"));
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| WasmError::io_from(format!("cannot create {}", out_dir.display()), e))?;
     let path = out_dir.join(format!("{}.wasm", manifest.name));
@@ -179,29 +220,27 @@ pub fn build_module(
     })
 }
 
-/// `<target>/wasm32-wasip2/release/x.wasm` → `<target>`.
-fn component_path_target_dir(component: &Path) -> PathBuf {
-    component
-        .ancestors()
-        .nth(3)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
 /// Runs cargo and returns the path of the `.wasm` it produced for the crate.
-fn cargo_build(crate_dir: &Path, toolchain: &Toolchain) -> Result<PathBuf, WasmError> {
+fn cargo_build(
+    crate_dir: &Path,
+    toolchain: &Toolchain,
+    target_dir: Option<&Path>,
+) -> Result<PathBuf, WasmError> {
     let manifest_path = crate_dir.join("Cargo.toml");
     let mut cmd = toolchain.cargo(&manifest_path);
+    if let Some(target_dir) = target_dir {
+        cmd.env("CARGO_TARGET_DIR", target_dir);
+    }
     // Cargo's own progress goes to our stderr; artifact messages come on stdout.
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     let out = cmd
         .output()
         .map_err(|e| WasmError::io_from("cannot run cargo", e))?;
     if !out.status.success() {
-        return Err(WasmError::invalid(format!(
-            "cargo build failed ({}) for {}",
+        return Err(WasmError::io(format!(
+            "{} did not compile (cargo: {}); cargo's errors are printed above",
+            manifest_path.display(),
             out.status,
-            manifest_path.display()
         )));
     }
     let wanted = std::fs::canonicalize(&manifest_path).unwrap_or(manifest_path.clone());

@@ -25,11 +25,20 @@ pub(crate) fn pre_instantiate(
     kind: ModuleKind,
 ) -> Result<Pre, WasmError> {
     refuse_other_world_versions(engine, component)?;
+    refuse_other_world(engine, component, kind)?;
     let mut linker = Linker::<HostState>::new(engine.engine());
     let engine_err = |e: wasmtime::Error| WasmError::engine_from("cannot link", e);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
     let refused = |e: wasmtime::Error| {
-        WasmError::invalid_from(format!("not a wedge:device/{} component", kind.as_str()), e)
+        let mut context = format!("not a wedge:device/{} component", kind.as_str());
+        if format!("{e:#}").contains("wasi:sockets") {
+            // What `std::net` compiles to: guests reach devices through the SDK instead.
+            context.push_str(
+                " (it imports wasi:sockets, which `std::net` uses: reach devices with \
+                 `wedge_guest::net` under the manifest's endpoint grants)",
+            );
+        }
+        WasmError::invalid_from(context, e)
     };
     match kind {
         ModuleKind::TwinHandler => {
@@ -50,6 +59,55 @@ pub(crate) fn pre_instantiate(
             Ok(Pre::Mapper(mapper::MapperPre::new(pre).map_err(refused)?))
         }
     }
+}
+
+/// Refuses a mapper deployed as a twin handler, or the other way round, naming what the
+/// component is and what to change — instead of the linker's list of missing exports. The
+/// worlds tell themselves apart by their exports: only a mapper exports `poll`, only a
+/// handler `on-update`.
+fn refuse_other_world(
+    engine: &WasmEngine,
+    component: &Component,
+    kind: ModuleKind,
+) -> Result<(), WasmError> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty
+        .exports(engine.engine())
+        .map(|(name, _)| name.to_owned())
+        .collect();
+    let has = |name: &str| exports.iter().any(|e| e == name);
+    let found = if has("poll") {
+        ModuleKind::Mapper
+    } else if has("on-update") {
+        ModuleKind::TwinHandler
+    } else {
+        return Ok(()); // neither: the linker names what is missing
+    };
+    if found == kind {
+        return Ok(());
+    }
+    Err(WasmError::invalid(format!(
+        "the component is a {} (it exports `{}`), but its manifest says {}: set `kind = \"{}\"` \
+         in wedge.toml, or build the crate with the wedge-guest feature `{}` and `export_{}!`",
+        found.as_str(),
+        if found == ModuleKind::Mapper {
+            "poll"
+        } else {
+            "on-update"
+        },
+        kind.as_str(),
+        found.as_str(),
+        if kind == ModuleKind::Mapper {
+            "mapper"
+        } else {
+            "twin-handler"
+        },
+        if kind == ModuleKind::Mapper {
+            "mapper"
+        } else {
+            "twin_handler"
+        },
+    )))
 }
 
 /// The package version this host serves.

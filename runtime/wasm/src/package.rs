@@ -79,6 +79,9 @@ fn for_each_top_level_custom(
     mut f: impl FnMut(&str, &[u8], std::ops::Range<usize>),
 ) -> Result<(), PackageError> {
     use wasmparser::{Encoding, Parser, Payload};
+    if !bytes.starts_with(b"\0asm") {
+        return Err(PackageError::NotAComponent(not_wasm(bytes)));
+    }
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(bytes) {
         let payload = payload.map_err(|e| PackageError::NotAComponent(e.to_string()))?;
@@ -111,6 +114,28 @@ fn for_each_top_level_custom(
         ));
     }
     Ok(())
+}
+
+/// Says what a file that is not Wasm at all looks like, rather than dumping its first bytes.
+fn not_wasm(bytes: &[u8]) -> String {
+    let what = if bytes.starts_with(b"\x7fELF") {
+        "a native (ELF) executable: build the crate with `wedge module build`, which targets wasm32-wasip2"
+    } else if bytes.starts_with(&[0x1f, 0x8b]) {
+        "gzip-compressed: unpack it first"
+    } else if bytes.starts_with(b"PK\x03\x04") {
+        "a zip archive: unpack it first"
+    } else if bytes.is_empty() {
+        "empty"
+    } else if bytes
+        .iter()
+        .take(512)
+        .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    {
+        "text (the WebAssembly text format is not accepted: deploy the .wasm `wedge module build` writes)"
+    } else {
+        "not a file Wedge recognises: deploy the .wasm `wedge module build` writes"
+    };
+    format!("the file does not start with Wasm's magic bytes (\\0asm); it is {what}")
 }
 
 /// The offset of a section's id byte: the id and the body size (LEB128) precede the body.

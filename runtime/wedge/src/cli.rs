@@ -167,9 +167,14 @@ pub enum ModuleCommand {
         /// The crate directory (holding Cargo.toml and wedge.toml).
         #[arg(default_value = ".")]
         path: PathBuf,
-        /// Where to write the packaged module (default: <target>/wedge/).
+        /// Where to write the packaged module (default: <crate>/target/wedge/).
         #[arg(long)]
         out_dir: Option<PathBuf>,
+        /// cargo's target directory (default: `CARGO_TARGET_DIR` when set, else one directory
+        /// shared by every module under the user's cache, ~/.cache/wedge/modules-target, so
+        /// std and the SDK compile once).
+        #[arg(long)]
+        target_dir: Option<PathBuf>,
     },
     /// Deploy (or upgrade) a packaged module on a running node.
     Deploy {

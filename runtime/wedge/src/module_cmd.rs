@@ -1,6 +1,6 @@
 //! `wedge module new|build|deploy|list|logs|remove` (and the daemon's own `precompile`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use wedge_wasm::guest_build::{Toolchain, build_module};
@@ -16,7 +16,11 @@ pub fn run(cmd: ModuleCommand) -> Result<()> {
             dir,
             sdk_path,
         } => crate::scaffold::new_module(&name, kind, dir.as_deref(), sdk_path.as_deref()),
-        ModuleCommand::Build { path, out_dir } => build(&path, out_dir.as_deref()),
+        ModuleCommand::Build {
+            path,
+            out_dir,
+            target_dir,
+        } => build(&path, out_dir.as_deref(), target_dir),
         ModuleCommand::Deploy { file, admin } => deploy(&file, &admin),
         ModuleCommand::List { admin } => list(&admin),
         ModuleCommand::Remove { name, admin } => remove(&name, &admin),
@@ -33,11 +37,18 @@ pub fn run(cmd: ModuleCommand) -> Result<()> {
     }
 }
 
-fn build(path: &Path, out_dir: Option<&Path>) -> Result<()> {
+fn build(path: &Path, out_dir: Option<&Path>, target_dir: Option<PathBuf>) -> Result<()> {
     let toolchain = Toolchain::detect()?;
-    let built = build_module(path, &toolchain, out_dir, &mut |line| {
-        eprintln!("wedge: {line}")
-    })?;
+    let target_dir = target_dir
+        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from))
+        .or_else(wedge_wasm::guest_build::shared_target_dir);
+    let built = build_module(
+        path,
+        &toolchain,
+        out_dir,
+        target_dir.as_deref(),
+        &mut |line| eprintln!("wedge: {line}"),
+    )?;
     println!("{}", built.path.display());
     Ok(())
 }

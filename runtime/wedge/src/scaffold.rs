@@ -64,6 +64,13 @@ pub fn new_module(
         let path = root.join(file);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    // The SDK's lock file pins the versions its tests ran with; cargo adds the new crate to it
+    // and keeps the rest, so a module builds against what the SDK was tested with.
+    let lock = sdk.join("Cargo.lock");
+    if lock.is_file() {
+        std::fs::copy(&lock, root.join("Cargo.lock"))
+            .with_context(|| format!("cannot copy {}", lock.display()))?;
+    }
     println!(
         "created {} ({feature}); build it with `wedge module build {}`",
         root.display(),
