@@ -179,14 +179,15 @@ pub fn build_module(
         manifest.kind.as_str(),
         toolchain.describe()
     ));
-    if let Some(target_dir) = target_dir {
-        if *toolchain == Toolchain::DebianOffline && !std_built_in(target_dir) {
-            progress(&format!(
-                "first build in {}: Rust's std for wasm32-wasip2 is compiled too (several \
-                 minutes); later builds of any module there reuse it",
-                target_dir.display()
-            ));
-        }
+    if let Some(target_dir) = target_dir
+        && *toolchain == Toolchain::DebianOffline
+        && !std_built_in(target_dir)
+    {
+        progress(&format!(
+            "first build in {}: Rust's std for wasm32-wasip2 is compiled too (several \
+             minutes); later builds of any module there reuse it",
+            target_dir.display()
+        ));
     }
     let component_path = cargo_build(crate_dir, toolchain, target_dir)?;
     let component = std::fs::read(&component_path)
