@@ -56,6 +56,13 @@ pub fn render(
     let mut edged = Mapping::new();
     put(&mut edged, "enable", settings.edged.into());
     put(&mut edged, "hostnameOverride", settings.node.clone().into());
+    // Pods' volumes live with the node's state, which the service user owns (KubeEdge's
+    // /var/lib/kubelet is root's).
+    put(
+        &mut edged,
+        "rootDirectory",
+        path(&layout.data_dir.join("kubelet")),
+    );
     put(&mut modules, "edged", edged.into());
     let mut twin = Mapping::new();
     put(&mut twin, "enable", true.into());
@@ -150,6 +157,10 @@ mod tests {
         assert_eq!(config.node_name().expect("a name"), "edge-1");
         assert!(config.modules.edged.enable);
         assert_eq!(config.data_dir(), std::path::Path::new("/var/lib/wedge"));
+        assert_eq!(
+            config.modules.edged.root_directory,
+            "/var/lib/wedge/kubelet"
+        );
     }
 
     #[test]
