@@ -129,8 +129,9 @@ where
     out.extend_from_slice(&preface);
     let mut block: Option<Block> = None;
     let result = loop {
-        // Hand over what is gathered before waiting for more: nothing waits on a read.
-        if !out.is_empty() && (from.buffer().is_empty() || out.len() >= CHUNK) {
+        // Hand over what is gathered before any read that may wait on the socket (the next
+        // frame is not whole in the buffer), so nothing read is held back.
+        if !out.is_empty() && (!whole_frame(from.buffer()) || out.len() >= CHUNK) {
             to.write_all(&out).await?;
             out.clear();
         }
@@ -142,6 +143,13 @@ where
     };
     to.write_all(&out).await?;
     result
+}
+
+/// Whether `buffered` starts with a whole frame (its 9-byte head and the payload it announces).
+fn whole_frame(buffered: &[u8]) -> bool {
+    buffered.len() >= 9
+        && buffered.len() - 9
+            >= u32::from_be_bytes([0, buffered[0], buffered[1], buffered[2]]) as usize
 }
 
 /// Reads one frame and appends what goes on to `out`; `false` at the client's end of stream.
@@ -490,6 +498,16 @@ mod tests {
             let result = runtime.block_on(rewrite(input.as_slice(), &mut Vec::new()));
             assert!(result.is_err(), "{block:?} passed");
         }
+    }
+
+    #[test]
+    fn a_frame_is_whole_only_with_its_payload() {
+        let mut frame = Vec::new();
+        put_frame(&mut frame, 0x0, 0, 1, b"body");
+        assert!(whole_frame(&frame));
+        assert!(!whole_frame(&frame[..frame.len() - 1]));
+        assert!(!whole_frame(&frame[..5]));
+        assert!(!whole_frame(&[]));
     }
 
     #[test]
