@@ -197,11 +197,6 @@ impl RealCloud {
         format!("127.0.0.1:{}", self.ports.cloudhub)
     }
 
-    /// CloudHub's HTTPS address for certificate bootstrap.
-    pub fn https_server(&self) -> String {
-        format!("https://127.0.0.1:{}", self.ports.cloudhub_https)
-    }
-
     /// The admin kubeconfig.
     pub fn kubeconfig(&self) -> PathBuf {
         self.state.path().join("admin.kubeconfig")

@@ -23,7 +23,7 @@ mod rotate;
 mod token;
 
 pub use cert::{CertStatus, cert_status, read_cert_status, rotation_due, rotation_fraction};
-pub use client::{CertAuth, bootstrap, fetch_ca, fetch_cert};
+pub use client::{CertAuth, authority, bootstrap, fetch_ca, fetch_cert};
 pub use files::{CertPaths, write_files};
 pub use key::new_key_and_csr;
 pub use pem::pem_encode;

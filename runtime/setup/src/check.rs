@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use wedge_core::config::EdgeCoreConfig;
-use wedge_edgehub::bootstrap::{CertStatus, read_cert_status};
+use wedge_edgehub::bootstrap::{CertStatus, authority, read_cert_status};
 
 /// How long a network check waits.
 pub const TIMEOUT: Duration = Duration::from_secs(3);
@@ -84,14 +84,27 @@ pub fn machine(config: &EdgeCoreConfig, node_running: bool) -> Vec<Finding> {
     out
 }
 
-/// The data directory exists or can be made, and a file can be written in it.
+/// Makes `dir` when it is missing and checks that this process may create files in it (write
+/// and search access): what the node needs of its data directory and of the DMI socket's
+/// directory. The daemon decides its DMI fallback on the same test, so `wedge check` says what
+/// the node will do.
+pub fn usable_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    std::fs::create_dir_all(dir)?;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+    if unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The data directory exists or can be made, and files can be created in it.
 pub fn data_dir(dir: &Path) -> Finding {
     let what = format!("data directory {}", dir.display());
-    let probe = dir.join(".wedge-check");
-    let result = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&probe, b"check"))
-        .and_then(|()| std::fs::remove_file(&probe));
-    match result {
+    match usable_dir(dir) {
         Ok(()) => Finding::new(Level::Pass, what, "writable"),
         Err(e) => Finding::new(
             Level::Fail,
@@ -130,15 +143,9 @@ fn listen_ports(config: &EdgeCoreConfig) -> Vec<Finding> {
 /// CloudHub answers on both addresses, and the node's certificate is usable.
 fn cloud(config: &EdgeCoreConfig) -> Vec<Finding> {
     let hub = &config.modules.edge_hub;
-    let https = hub
-        .http_server
-        .trim()
-        .trim_start_matches("https://")
-        .trim_end_matches('/')
-        .to_owned();
     let mut out = vec![
         reachable("cloud WebSocket", &hub.websocket.server),
-        reachable("cloud HTTPS (certificates)", &https),
+        reachable("cloud HTTPS (certificates)", authority(&hub.http_server)),
     ];
     let node = config.node_name().unwrap_or_default();
     let what = format!("certificate {}", hub.tls_cert_file);
@@ -243,11 +250,7 @@ pub fn container_runtime(endpoint: &str) -> Finding {
 pub fn dmi_socket_dir(socket: &Path) -> Finding {
     let dir = socket.parent().unwrap_or(Path::new("/"));
     let what = format!("DMI socket {}", socket.display());
-    let probe = dir.join(".wedge-check");
-    let result = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&probe, b"check"))
-        .and_then(|()| std::fs::remove_file(&probe));
-    match result {
+    match usable_dir(dir) {
         Ok(()) => Finding::new(Level::Pass, what, "its directory is writable"),
         Err(e) => Finding::new(
             Level::Warn,

@@ -155,27 +155,36 @@ mod tests {
         assert!(split_cloud(":10000").is_err());
     }
 
-    #[test]
-    fn a_malformed_token_fails_before_anything_is_written() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = JoinOptions {
+    /// Options for a join into `layout` with `token`, toward a cloud nobody answers on.
+    fn options(layout: Layout, token: String) -> JoinOptions {
+        JoinOptions {
             cloud: "127.0.0.1:1".into(),
             cert_port: 1,
-            token: "not-a-token".into(),
+            token,
             node: "edge-1".into(),
             edged: false,
             sets: Vec::new(),
-            layout: Layout {
-                kubeedge_dir: dir.path().join("kubeedge"),
-                data_dir: dir.path().join("data"),
-            },
+            layout,
             force: false,
-        };
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        }
+    }
+
+    fn run(options: &JoinOptions) -> Result<Joined, SetupError> {
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .unwrap();
-        let err = runtime.block_on(join(&options)).unwrap_err();
+            .unwrap()
+            .block_on(join(options))
+    }
+
+    #[test]
+    fn a_malformed_token_fails_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout {
+            kubeedge_dir: dir.path().join("kubeedge"),
+            data_dir: dir.path().join("data"),
+        };
+        let err = run(&options(layout, "not-a-token".into())).unwrap_err();
         assert!(err.to_string().contains("invalid join token"), "{err}");
         assert!(!dir.path().join("kubeedge").exists());
     }
@@ -190,21 +199,7 @@ mod tests {
         write_whole(&layout.config(), b"kind: EdgeCore\n", 0o600).unwrap();
         // A token of the right shape (expired or not, the existing config is found first).
         let token = format!("{}.e30.e30.sig", "0".repeat(64));
-        let options = JoinOptions {
-            cloud: "127.0.0.1".into(),
-            cert_port: 1,
-            token,
-            node: "edge-1".into(),
-            edged: false,
-            sets: Vec::new(),
-            layout,
-            force: false,
-        };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let err = runtime.block_on(join(&options)).unwrap_err();
+        let err = run(&options(layout, token)).unwrap_err();
         assert!(matches!(err, SetupError::AlreadyJoined(_)), "{err}");
     }
 }

@@ -75,38 +75,28 @@ fn refuse_other_world(
         .exports(engine.engine())
         .map(|(name, _)| name.to_owned())
         .collect();
-    let has = |name: &str| exports.iter().any(|e| e == name);
-    let found = if has("poll") {
-        ModuleKind::Mapper
-    } else if has("on-update") {
-        ModuleKind::TwinHandler
-    } else {
+    // The export only that world has, per kind.
+    let mark = |kind: ModuleKind| match kind {
+        ModuleKind::Mapper => "poll",
+        ModuleKind::TwinHandler => "on-update",
+    };
+    let Some(found) = [ModuleKind::Mapper, ModuleKind::TwinHandler]
+        .into_iter()
+        .find(|k| exports.iter().any(|e| e == mark(*k)))
+    else {
         return Ok(()); // neither: the linker names what is missing
     };
     if found == kind {
         return Ok(());
     }
+    // The SDK's feature is the kind's name; its export macro the same in snake case.
     Err(WasmError::invalid(format!(
-        "the component is a {} (it exports `{}`), but its manifest says {}: set `kind = \"{}\"` \
-         in wedge.toml, or build the crate with the wedge-guest feature `{}` and `export_{}!`",
-        found.as_str(),
-        if found == ModuleKind::Mapper {
-            "poll"
-        } else {
-            "on-update"
-        },
-        kind.as_str(),
-        found.as_str(),
-        if kind == ModuleKind::Mapper {
-            "mapper"
-        } else {
-            "twin-handler"
-        },
-        if kind == ModuleKind::Mapper {
-            "mapper"
-        } else {
-            "twin_handler"
-        },
+        "the component is a {found} (it exports `{}`), but its manifest says {kind}: set `kind = \"{found}\"` \
+         in wedge.toml, or build the crate with the wedge-guest feature `{kind}` and `export_{}!`",
+        mark(found),
+        kind.as_str().replace('-', "_"),
+        found = found.as_str(),
+        kind = kind.as_str(),
     )))
 }
 

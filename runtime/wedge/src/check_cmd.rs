@@ -48,11 +48,9 @@ pub fn run(config: Option<PathBuf>) -> Result<()> {
     let health = node_health(&admin);
     let running = health.is_some();
     findings.extend(wedge_setup::check::machine(&config, running));
-    if config.modules.device_twin.enable {
+    if config.modules.device_twin.enable && !running {
         let socket = wedge_dmi::socket_path(&config.modules.device_twin.dmi_sock_path);
-        if !running {
-            findings.push(wedge_setup::check::dmi_socket_dir(&socket));
-        }
+        findings.push(wedge_setup::check::dmi_socket_dir(&socket));
     }
     findings.push(match wedge_wasm::guest_build::Toolchain::detect() {
         Ok(toolchain) => Finding::new(

@@ -496,8 +496,7 @@ impl Signals {
 fn dmi_socket(dmi_sock_path: &str, data_dir: &std::path::Path) -> std::path::PathBuf {
     let socket = wedge_dmi::socket_path(dmi_sock_path);
     let dir = socket.parent().unwrap_or(std::path::Path::new("/"));
-    let usable = std::fs::create_dir_all(dir).and_then(|()| writable(dir));
-    match usable {
+    match wedge_setup::check::usable_dir(dir) {
         Ok(()) => socket,
         Err(e) => {
             let fallback = data_dir.join("dmi.sock");
@@ -509,18 +508,5 @@ fn dmi_socket(dmi_sock_path: &str, data_dir: &std::path::Path) -> std::path::Pat
             );
             fallback
         }
-    }
-}
-
-/// Whether this process may create files in `dir` (a socket needs write and search access).
-fn writable(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
-    if unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
     }
 }

@@ -150,7 +150,9 @@ fn url(server: &str, path: &str) -> String {
     format!("https://{}{path}", authority(server))
 }
 
-fn authority(server: &str) -> &str {
+/// CloudHub's `host:port` from `modules.edgeHub.httpServer` (`https://host:port`, a scheme and
+/// a trailing slash optional).
+pub fn authority(server: &str) -> &str {
     server
         .trim()
         .trim_start_matches("https://")
