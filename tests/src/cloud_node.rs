@@ -45,8 +45,16 @@ pub struct CloudNode {
     pub data: PathBuf,
     config: PathBuf,
     log_filter: Option<String>,
+    /// Held while a node runs pods: see [`ONE_EDGED_NODE`].
+    _pods: Option<std::sync::MutexGuard<'static, ()>>,
     _dir: tempfile::TempDir,
 }
+
+/// Nodes running edged in one test process take turns. They all carry the name [`NODE`] and
+/// share the Docker engine, and edged removes at start the containers labelled with its node
+/// name that its own state does not hold: a second such node would remove the first one's
+/// containers under it.
+static ONE_EDGED_NODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl CloudNode {
     /// Its admin unix socket, where `/modules` needs no token.
@@ -89,6 +97,7 @@ impl CloudNode {
             wedge_extra,
             log_filter,
         } = options;
+        let pods = edged.then(|| ONE_EDGED_NODE.lock().unwrap_or_else(|e| e.into_inner()));
         let dir = tempfile::tempdir()?;
         let certs = dir.path().join("certs");
         std::fs::create_dir_all(&certs)?;
@@ -148,6 +157,7 @@ modules:
             data,
             config: config_path,
             log_filter,
+            _pods: pods,
             _dir: dir,
         })
     }
