@@ -15,6 +15,10 @@ use wedge_tests::cloud_node::CloudNode;
 use wedge_tests::cloudhub::{CloudHub, CloudHubOptions};
 
 const WAIT: Duration = Duration::from_secs(30);
+/// Kubernetes' default `terminationGracePeriodSeconds`, which the test pods leave unset. Their
+/// `sleep` runs as PID 1 and ignores SIGTERM, so a deleted pod's container lives this long
+/// before it is killed: a wait for it to go allows this on top of [`WAIT`].
+const GRACE: Duration = Duration::from_secs(30);
 const IMAGE: &str = "wedge-test/busybox:1";
 
 /// Ids of running containers of pod `uid`, from the engine itself.
@@ -46,8 +50,8 @@ fn running_containers(uid: &str) -> Result<Vec<String>> {
     Ok(ids)
 }
 
-fn wait_containers(uid: &str, want: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let deadline = Instant::now() + WAIT;
+fn wait_containers(uid: &str, within: Duration, want: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = Instant::now() + within;
     loop {
         let ids = running_containers(uid).unwrap();
         if want(&ids) {
@@ -140,7 +144,7 @@ fn a_cloud_pod_runs_on_docker_reports_status_and_survives_an_offline_restart() {
     let patch = status_after(&hub, &name, start, "Running");
     assert_eq!(patch["metadata"]["uid"], uid.as_str());
     assert_eq!(patch["status"]["containerStatuses"][0]["ready"], true);
-    let ids = wait_containers(&uid, |ids| ids.len() == 1);
+    let ids = wait_containers(&uid, WAIT, |ids| ids.len() == 1);
 
     // Restart with the cloud away: the pod comes back from SQLite, and is not recreated.
     hub.stop();
@@ -168,7 +172,7 @@ fn a_cloud_pod_runs_on_docker_reports_status_and_survives_an_offline_restart() {
 
     // The cloud deletes the pod: its containers go.
     hub.send_acked(pod_delete(&name, &uid)).unwrap();
-    wait_containers(&uid, <[String]>::is_empty);
+    wait_containers(&uid, WAIT + GRACE, <[String]>::is_empty);
     node.daemon
         .stop(libc::SIGTERM, Duration::from_secs(10))
         .unwrap();
@@ -182,7 +186,7 @@ fn a_pod_deleted_from_local_state_while_the_node_is_down_is_removed_at_start() {
     hub.wait_connected(WAIT).unwrap();
     let (name, uid) = (unique("gone"), unique("uid"));
     hub.send_acked(pod_insert(&name, &uid)).unwrap();
-    wait_containers(&uid, |ids| ids.len() == 1);
+    wait_containers(&uid, WAIT, |ids| ids.len() == 1);
     node.daemon
         .stop(libc::SIGTERM, Duration::from_secs(10))
         .unwrap();
@@ -198,7 +202,7 @@ fn a_pod_deleted_from_local_state_while_the_node_is_down_is_removed_at_start() {
     drop(db);
 
     node.restart().unwrap();
-    wait_containers(&uid, <[String]>::is_empty);
+    wait_containers(&uid, WAIT + GRACE, <[String]>::is_empty);
     node.daemon
         .stop(libc::SIGTERM, Duration::from_secs(10))
         .unwrap();
