@@ -261,3 +261,97 @@ fn precompile_fills_the_component_cache_and_refuses_junk() {
     assert!(!ok);
     assert!(!err.is_empty());
 }
+
+/// `wedge module test`, with no node: the threshold handler reviews updates, the virtual
+/// thermometer drives the example device of `conf/examples/` and writes a desired value.
+#[test]
+fn modules_are_tried_without_a_node() {
+    let threshold = module("threshold");
+    let hot =
+        r#"{"device":"default/thermo-1","property":"temperature","value":"120","type":"float"}"#;
+    let damp = r#"[{"device":"default/thermo-1","property":"humidity","value":"130","type":"float","desired":true},
+                  {"device":"default/thermo-1","property":"temperature","value":"21","type":"float"}]"#;
+    let (ok, out, err) = cli(&[
+        "module",
+        "test",
+        threshold.to_str().unwrap(),
+        "--update",
+        hot,
+        "--update",
+        damp,
+    ]);
+    assert!(ok, "{out}\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "loaded threshold 0.1.0 (twin-handler)", "{out}");
+    assert!(
+        lines[1].starts_with("default/thermo-1 temperature = 120 (reported, float): reject: ")
+            && lines[1].contains("85"),
+        "{out}"
+    );
+    assert_eq!(
+        lines[2],
+        "default/thermo-1 humidity = 130 (desired, float): replace with 100"
+    );
+    assert_eq!(
+        lines[3],
+        "default/thermo-1 temperature = 21 (reported, float): accept"
+    );
+    assert!(
+        out.contains("log INFO  threshold ready with 3 rules"),
+        "{out}"
+    );
+    assert!(out.contains("3 call(s), 0 trap(s)"), "{out}");
+
+    // A handler given a device, and an update that is not one, are named.
+    let example =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../conf/examples/virtual-thermometer.yaml");
+    let (ok, _, err) = cli(&[
+        "module",
+        "test",
+        threshold.to_str().unwrap(),
+        "--device",
+        example.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("takes --update, not --device"), "{err}");
+    let (ok, _, err) = cli(&[
+        "module",
+        "test",
+        threshold.to_str().unwrap(),
+        "--update",
+        "{}",
+    ]);
+    assert!(!ok && err.contains("missing field"), "{err}");
+
+    let thermometer = module("virtual-thermometer");
+    let (ok, out, err) = cli(&[
+        "module",
+        "test",
+        thermometer.to_str().unwrap(),
+        "--device",
+        example.to_str().unwrap(),
+        "--set",
+        "setpoint=30",
+        "--seconds",
+        "2.5",
+    ]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.starts_with("loaded virtual-thermometer "), "{out}");
+    assert!(
+        out.contains("driving default/thermo-1 (3 properties)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("set default/thermo-1 setpoint = 30 (written by the mapper)"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains(" report default/thermo-1 setpoint = 30")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains(" report default/thermo-1 temperature = ")),
+        "{out}"
+    );
+}

@@ -3,6 +3,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use time::UtcDateTime;
+
 /// Now, in milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -13,43 +15,32 @@ pub fn now_ms() -> i64 {
 
 /// Unix ms as UTC RFC 3339 with whole seconds, as Go's `time.RFC3339` writes it
 /// (`2023-11-14T22:13:20Z`). Milliseconds are dropped (rounded down, also before 1970).
+///
+/// The calendar is the `time` crate's (proleptic Gregorian). An instant outside what it
+/// represents (years -9999..=9999 unless its `large-dates` feature is on) is clamped to the
+/// nearest one it does, so `i64::MIN` gives `-9999-01-01T00:00:00Z` and `i64::MAX`
+/// `9999-12-31T23:59:59Z`; no real clock or Kubernetes timestamp comes near those years.
 pub fn rfc3339_utc(unix_ms: i64) -> String {
     let secs = unix_ms.div_euclid(1000);
-    let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
-    // Go pads the year's magnitude to four digits and puts the sign in front.
-    let year = if year < 0 {
-        format!("-{:04}", -year)
+    let t = UtcDateTime::from_unix_timestamp(secs).unwrap_or(if secs < 0 {
+        UtcDateTime::MIN
     } else {
-        format!("{year:04}")
-    };
+        UtcDateTime::MAX
+    });
+    // Written by hand rather than with a format description: Go pads the year's magnitude to
+    // four digits and puts a sign in front only when negative (`time`'s `[year]` would add `+`
+    // past 9999 with `large-dates`).
+    let year = t.year();
+    let sign = if year < 0 { "-" } else { "" };
     format!(
-        "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        day_secs / 3600,
-        day_secs % 3600 / 60,
-        day_secs % 60
+        "{sign}{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        year.unsigned_abs(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
     )
-}
-
-/// Proleptic Gregorian `(year, month, day)` of a day count since 1970-01-01, computed over
-/// 400-year eras (146 097 days each) with years starting in March, so that the leap day falls
-/// at the end of a year.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468; // days since 0000-03-01
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -70,5 +61,27 @@ mod tests {
         assert_eq!(rfc3339_utc(-62135596800000), "0001-01-01T00:00:00Z");
         assert_eq!(rfc3339_utc(-62167219200000), "0000-01-01T00:00:00Z");
         assert_eq!(rfc3339_utc(-62167219201000), "-0001-12-31T23:59:59Z");
+        assert_eq!(rfc3339_utc(-62167219201001), "-0001-12-31T23:59:58Z");
+    }
+
+    #[test]
+    fn rfc3339_clamps_outside_the_calendar() {
+        let (min, max) = (UtcDateTime::MIN, UtcDateTime::MAX);
+        assert_eq!(
+            rfc3339_utc(i64::MIN),
+            rfc3339_utc(min.unix_timestamp() * 1000)
+        );
+        assert_eq!(
+            rfc3339_utc(i64::MAX),
+            rfc3339_utc(max.unix_timestamp() * 1000)
+        );
+        // Without `time`'s `large-dates` (nothing in the tree turns it on) the range ends at
+        // year 9999 either way.
+        if max.year() == 9999 {
+            assert_eq!(rfc3339_utc(i64::MIN), "-9999-01-01T00:00:00Z");
+            assert_eq!(rfc3339_utc(i64::MAX), "9999-12-31T23:59:59Z");
+            assert_eq!(rfc3339_utc(-377705116800000), "-9999-01-01T00:00:00Z");
+            assert_eq!(rfc3339_utc(253402300799999), "9999-12-31T23:59:59Z");
+        }
     }
 }

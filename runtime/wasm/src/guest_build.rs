@@ -289,3 +289,72 @@ pub fn check_world(component: &[u8], kind: ModuleKind) -> Result<(), WasmError> 
     let _ = std::fs::remove_dir_all(&scratch);
     crate::linking::pre_instantiate(&engine, &compiled?, kind).map(|_| ())
 }
+
+/// A value that changes when any source file of the crate at `crate_dir` changes (is added,
+/// removed, rewritten or touched): a hash of every file's path, size and modification time,
+/// leaving out `target/` and hidden entries (`.git`, editors' swap files). `wedge module dev`
+/// compares it every few hundred milliseconds — a crate is a handful of files, so walking it
+/// costs less than a file-watching service would, and works on every file system.
+pub fn source_fingerprint(crate_dir: &Path) -> std::io::Result<u64> {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut files = Vec::new();
+    collect_sources(crate_dir, crate_dir, &mut files)?;
+    files.sort();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    files.hash(&mut hasher);
+    Ok(hasher.finish())
+}
+
+/// Adds `(relative path, size, mtime)` of every source file under `dir` to `files`.
+fn collect_sources(
+    root: &Path,
+    dir: &Path,
+    files: &mut Vec<(PathBuf, u64, Option<std::time::SystemTime>)>,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') || (dir == root && name == "target") {
+            continue;
+        }
+        let path = entry.path();
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            collect_sources(root, &path, files)?;
+        } else {
+            let relative = path.strip_prefix(root).unwrap_or(&path).to_owned();
+            files.push((relative, meta.len(), meta.modified().ok()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::source_fingerprint;
+
+    #[test]
+    fn the_fingerprint_follows_sources_not_build_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::create_dir_all(root.join("target/wedge")).unwrap();
+        std::fs::write(root.join("Cargo.toml"), "[package]").unwrap();
+        std::fs::write(root.join("src/lib.rs"), "fn a() {}").unwrap();
+        let first = source_fingerprint(root).unwrap();
+        assert_eq!(source_fingerprint(root).unwrap(), first, "stable");
+
+        // Build output and hidden files do not count.
+        std::fs::write(root.join("target/wedge/m.wasm"), "x").unwrap();
+        std::fs::write(root.join("src/.lib.rs.swp"), "x").unwrap();
+        assert_eq!(source_fingerprint(root).unwrap(), first);
+
+        // A rewrite of the same length still changes the size or the time; a new file does.
+        std::fs::write(root.join("src/lib.rs"), "fn a() { }").unwrap();
+        let second = source_fingerprint(root).unwrap();
+        assert_ne!(second, first);
+        std::fs::write(root.join("src/more.rs"), "").unwrap();
+        assert_ne!(source_fingerprint(root).unwrap(), second);
+        assert!(source_fingerprint(&root.join("missing")).is_err());
+    }
+}

@@ -176,6 +176,47 @@ pub enum ModuleCommand {
         #[arg(long)]
         target_dir: Option<PathBuf>,
     },
+    /// Try a packaged module without a node: a twin handler reviews the updates given, a
+    /// mapper drives the devices of a Device YAML file for a while (what it reports, states
+    /// and publishes is printed, then its log).
+    #[command(after_help = TEST_EXAMPLES)]
+    Test {
+        /// The packaged .wasm file (`wedge module build` prints its path).
+        file: PathBuf,
+        /// An update for a twin handler to review, JSON, or @FILE holding it (repeatable; a
+        /// JSON array is several updates). Keys: device, property, value, type
+        /// (int|float|boolean|string, default string), and optional desired (bool), previous,
+        /// source (mapper|cloud), twins (list of {device, property, actual, desired} the
+        /// handler may read).
+        #[arg(long = "update", value_name = "JSON")]
+        updates: Vec<String>,
+        /// A Device YAML file (Devices with their DeviceModels, as in wedge.devices.dir)
+        /// whose devices of the mapper's protocol it drives (repeatable).
+        #[arg(long = "device", value_name = "FILE")]
+        devices: Vec<PathBuf>,
+        /// A desired value for the mapper to write once it drives the devices:
+        /// [DEVICE:]PROPERTY=VALUE, without DEVICE for every device that has the property
+        /// (repeatable).
+        #[arg(long = "set", value_name = "[DEVICE:]PROPERTY=VALUE")]
+        sets: Vec<String>,
+        /// How long a mapper runs, in seconds.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
+    /// Build, deploy, then rebuild and redeploy whenever the crate's sources change, printing
+    /// the module's log in between (until interrupted). A failed build leaves the deployed
+    /// version running.
+    Dev {
+        /// The crate directory (holding Cargo.toml and wedge.toml).
+        #[arg(default_value = ".")]
+        path: PathBuf,
+        /// cargo's target directory (as for `wedge module build`).
+        #[arg(long)]
+        target_dir: Option<PathBuf>,
+        /// How to reach the node.
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Deploy (or upgrade) a packaged module on a running node.
     Deploy {
         /// The packaged .wasm file.
@@ -223,6 +264,11 @@ pub enum ModuleCommand {
         max_instances: u32,
     },
 }
+
+/// Examples under `wedge module test --help`.
+const TEST_EXAMPLES: &str = "Examples:
+  wedge module test threshold.wasm --update '{\"device\":\"default/thermo-1\",\"property\":\"temperature\",\"value\":\"120\",\"type\":\"float\"}'
+  wedge module test virtual-thermometer.wasm --device conf/examples/virtual-thermometer.yaml --set setpoint=30 --seconds 5";
 
 /// Module kinds on the command line.
 #[derive(Debug, Clone, Copy, ValueEnum)]

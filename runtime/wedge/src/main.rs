@@ -20,6 +20,8 @@ mod edged_config;
 mod heap;
 mod logging;
 mod module_cmd;
+mod module_dev;
+mod module_test;
 mod mqtt_cmd;
 mod precompile;
 mod reload;

@@ -1,25 +1,15 @@
 //! PEM encoding (RFC 7468): what edgecore writes for the CA, the certificate and the key.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
+use pem::{EncodeConfig, LineEnding, Pem};
 
 /// `der` as a PEM block with the given label (`CERTIFICATE`, `EC PRIVATE KEY`), 64 characters
-/// a line, ending with a newline.
+/// a line, ending with a newline: Go's `pem.Encode`, as edgecore uses it (LF line endings, no
+/// headers).
 pub fn pem_encode(label: &str, der: &[u8]) -> String {
-    let b64 = STANDARD.encode(der);
-    let mut out = String::with_capacity(b64.len() + b64.len() / 64 + 2 * label.len() + 40);
-    out.push_str("-----BEGIN ");
-    out.push_str(label);
-    out.push_str("-----\n");
-    // Base64 text is ASCII, so cutting every 64 bytes never splits a character.
-    for line in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END ");
-    out.push_str(label);
-    out.push_str("-----\n");
-    out
+    pem::encode_config(
+        &Pem::new(label, der),
+        EncodeConfig::new().set_line_ending(LineEnding::LF),
+    )
 }
 
 #[cfg(test)]
@@ -36,5 +26,26 @@ mod tests {
         assert_eq!(lines[3], "-----END CERTIFICATE-----");
         assert_eq!(lines.len(), 4);
         assert!(pem.ends_with("-----\n"));
+        assert!(!pem.contains('\r'));
+    }
+
+    #[test]
+    fn byte_exact() {
+        assert_eq!(
+            pem_encode("EC PRIVATE KEY", b"\x01\x02\x03"),
+            "-----BEGIN EC PRIVATE KEY-----\nAQID\n-----END EC PRIVATE KEY-----\n"
+        );
+        // Exactly one full line, and nothing at all.
+        assert_eq!(
+            pem_encode("CERTIFICATE", &[0xff; 48]),
+            format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                "/".repeat(64)
+            )
+        );
+        assert_eq!(
+            pem_encode("CERTIFICATE", b""),
+            "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"
+        );
     }
 }
