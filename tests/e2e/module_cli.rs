@@ -173,6 +173,84 @@ fn build(crate_dir: &Path, out: &Path, target: &Path) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
+/// `wedge module dev` on a scaffolded crate: deployed at start, again after a change of its
+/// manifest's version, and a change that does not compile leaves that version running.
+fn dev_loop(crate_dir: &Path, target: &Path, admin: &str) {
+    use std::io::BufRead as _;
+    let mut dev = Command::new(wedge_bin())
+        .args([
+            "module",
+            "dev",
+            crate_dir.to_str().unwrap(),
+            "--data-dir",
+            admin,
+        ])
+        .env("CARGO_TARGET_DIR", target)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out = dev.stdout.take().unwrap();
+    let err = dev.stderr.take().unwrap();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx2.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    // Lines of the two streams may arrive in either order: a line seen earlier counts.
+    let mut wait_for = |what: &str| {
+        if seen.iter().any(|l: &String| l.contains(what)) {
+            return;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(what);
+                    seen.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => panic!("no {what:?} from module dev:\n{}", seen.join("\n")),
+            }
+        }
+    };
+    wait_for("deployed my-limit 0.1.0 (twin-handler, running)");
+    wait_for("watching");
+    let manifest = crate_dir.join("wedge.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        text.replace("version = \"0.1.0\"", "version = \"0.1.1\""),
+    )
+    .unwrap();
+    wait_for("deployed my-limit 0.1.1 (twin-handler, running)");
+    let lib = crate_dir.join("src/lib.rs");
+    let source = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, format!("{source}\nfn broken( {{\n")).unwrap();
+    wait_for("build failed");
+    let listed = list(admin);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("my-limit ") && l.contains("0.1.1") && l.contains("running")),
+        "{listed}"
+    );
+    std::fs::write(&lib, source).unwrap();
+    let _ = dev.kill();
+    let _ = dev.wait();
+}
+
 #[test]
 fn new_modules_build_and_deploy() {
     let work = tempfile::tempdir().unwrap();
@@ -217,6 +295,7 @@ fn new_modules_build_and_deploy() {
         listed.contains("my-limit ") && listed.contains("my-driver "),
         "{listed}"
     );
+    dev_loop(&work.path().join("my-limit"), &target, admin);
     wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
 
     // A crate without a manifest is refused before anything is built.

@@ -67,7 +67,7 @@ pub fn install(
     docker: bool,
 ) -> Result<Steps, SetupError> {
     let mut steps = Steps::new();
-    if !user_exists(SERVICE_USER) {
+    if !service_user_exists() {
         run(Command::new("useradd").args([
             "--system",
             "--user-group",
@@ -80,14 +80,7 @@ pub fn install(
         ]))?;
         steps.push(format!("created system user {SERVICE_USER}"));
     }
-    for dir in [&layout.kubeedge_dir, &layout.data_dir] {
-        std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create", dir, e))?;
-        run(Command::new("chown")
-            .arg("-R")
-            .arg(format!("{SERVICE_USER}:{SERVICE_USER}"))
-            .arg(dir))?;
-        steps.push(format!("{} owned by {SERVICE_USER}", dir.display()));
-    }
+    steps.extend(hand_over(layout)?);
     let (unit, drop_in) = unit_paths(unit_dir);
     write_whole(&unit, render(binary, layout).as_bytes(), 0o644)?;
     steps.push(format!("wrote {}", unit.display()));
@@ -107,6 +100,27 @@ pub fn install(
     run(Command::new("systemctl").args(["enable", "--now", UNIT_NAME]))?;
     steps.push(format!("systemctl enable --now {UNIT_NAME}"));
     Ok(steps)
+}
+
+/// Gives the node's KubeEdge directory and data directory (made when missing) to the service
+/// user, so the unit (or its command run by hand as that user) can write them: what `join`
+/// wrote as root included.
+pub fn hand_over(layout: &Layout) -> Result<Steps, SetupError> {
+    let mut steps = Steps::new();
+    for dir in [&layout.kubeedge_dir, &layout.data_dir] {
+        std::fs::create_dir_all(dir).map_err(|e| SetupError::io("cannot create", dir, e))?;
+        run(Command::new("chown")
+            .arg("-R")
+            .arg(format!("{SERVICE_USER}:{SERVICE_USER}"))
+            .arg(dir))?;
+        steps.push(format!("{} owned by {SERVICE_USER}", dir.display()));
+    }
+    Ok(steps)
+}
+
+/// Whether the service user exists (the .deb's postinst makes it).
+pub fn service_user_exists() -> bool {
+    user_exists(SERVICE_USER)
 }
 
 /// Stops and disables the service and removes its unit files; what is not there is skipped.
@@ -136,7 +150,8 @@ fn user_exists(name: &str) -> bool {
     listed("/etc/passwd", name)
 }
 
-fn group_exists(name: &str) -> bool {
+/// Whether group `name` exists.
+pub fn group_exists(name: &str) -> bool {
     listed("/etc/group", name)
 }
 

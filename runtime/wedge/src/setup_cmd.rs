@@ -68,9 +68,28 @@ pub fn join(args: JoinArgs) -> Result<()> {
         return Ok(());
     }
     if !systemd::running() {
-        println!(
-            "systemd does not run here, so no service was installed; start the node with:\n  {by_hand}"
-        );
+        // The package's service user gets the files all the same, so the unit's command can
+        // be run by hand as that user (or the unit used once systemd runs).
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if systemd::service_user_exists() && root {
+            for step in systemd::hand_over(&options.layout)? {
+                println!("{step}");
+            }
+            println!(
+                "systemd does not run here, so no service was installed; start the node as the service's user with:\n  runuser -u {user} -g {user}{docker} -- {by_hand}",
+                user = systemd::SERVICE_USER,
+                docker = if options.edged && systemd::group_exists("docker") {
+                    " -G docker"
+                } else {
+                    ""
+                }
+            );
+        } else {
+            println!(
+                "systemd does not run here, so no service was installed; start the node with:\n  {by_hand}"
+            );
+        }
         return Ok(());
     }
     for step in systemd::install(
