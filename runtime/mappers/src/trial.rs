@@ -387,7 +387,7 @@ impl Trial {
         }
         let id = definition.id.clone();
         self.hooks.device_defined(definition.clone());
-        self.hooks.mapper_deployed(&self.name).await;
+        self.hooks.settle(&self.name).await;
         if !mapper.devices().contains(&id) {
             let why = mapper
                 .status()
@@ -405,40 +405,52 @@ impl Trial {
         Ok(())
     }
 
-    /// Asks the mapper to write `value` to `device`'s `property`, as a desired value from the
-    /// cloud reaches it on a node; returns once it was written (or refused: see the log).
+    /// Asks the mapper to write `value` to `property` of `device`, or of every device it
+    /// drives that has the property when `device` is `None`, as a desired value from the cloud
+    /// reaches it on a node. Returns the devices written to, once the mapper took the writes
+    /// (a refusal is in its log). Nothing is written when one target's type refuses `value`.
     pub async fn desire(
         &self,
-        device: &str,
+        device: Option<&str>,
         property: &str,
         value: &str,
-    ) -> Result<(), TrialError> {
-        let value_type = self
+    ) -> Result<Vec<String>, TrialError> {
+        let targets: Vec<(String, String)> = self
             .defined
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .find(|d| d.id == device)
-            .and_then(|d| d.properties.iter().find(|p| p.name == property))
-            .map(|p| p.value_type.clone())
-            .ok_or_else(|| {
-                TrialError::Input(format!(
-                    "device {device} has no property {property:?} in the definitions given"
-                ))
+            .filter(|d| device.is_none_or(|id| d.id == id))
+            .filter_map(|d| {
+                let p = d.properties.iter().find(|p| p.name == property)?;
+                Some((d.id.clone(), p.value_type.clone()))
+            })
+            .collect();
+        if targets.is_empty() {
+            return Err(TrialError::Input(match device {
+                Some(device) => {
+                    format!("device {device} has no property {property:?} in the definitions given")
+                }
+                None => format!("no device driven has property {property:?}"),
+            }));
+        }
+        for (id, value_type) in &targets {
+            validate::check_type(value, value_type).map_err(|r| {
+                TrialError::Input(format!("{value:?} for {id}/{property} ({value_type}): {r}"))
             })?;
-        validate::check_type(value, &value_type).map_err(|r| {
-            TrialError::Input(format!(
-                "{value:?} for {device}/{property} ({value_type}): {r}"
-            ))
-        })?;
-        self.hooks.desired(DesiredValue {
-            device: device.to_owned(),
-            key: property.to_owned(),
-            value: value.to_owned(),
-            value_type,
-        });
-        self.hooks.mapper_deployed(&self.name).await;
-        Ok(())
+        }
+        let mut written = Vec::with_capacity(targets.len());
+        for (id, value_type) in targets {
+            self.hooks.desired(DesiredValue {
+                device: id.clone(),
+                key: property.to_owned(),
+                value: value.to_owned(),
+                value_type,
+            });
+            written.push(id);
+        }
+        self.hooks.settle(&self.name).await;
+        Ok(written)
     }
 
     /// Stops the module.

@@ -182,6 +182,12 @@ impl WasmTwinHooks {
         for device in devices {
             self.drive.touch(name, &device);
         }
+        self.settle(name).await;
+    }
+
+    /// Returns once mapper `name` has made the calls for every definition and desired value
+    /// handed to the hooks so far (`wedge module test` waits on it before it goes on).
+    pub async fn settle(&self, name: &str) {
         self.drive.settle(name).await;
     }
 }

@@ -67,8 +67,7 @@ fn data_dir(args: &AdminArgs) -> PathBuf {
             .unwrap_or_default(),
         ..WedgeSettings::default()
     };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = crate::admin_server::effective_uid() == 0;
     settings.resolve_data_dir(root, |name| std::env::var_os(name))
 }
 

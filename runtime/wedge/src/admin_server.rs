@@ -409,7 +409,8 @@ async fn accept_loop(listener: Listener, shared: Arc<Shared>) {
     }
 }
 
-fn effective_uid() -> u32 {
+/// This process's effective user id (0: root).
+pub(crate) fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }

@@ -186,33 +186,26 @@ async fn drive_all(
             trial.name()
         );
     }
-    let mut driven = Vec::new();
+    let mut driving = 0;
     for definition in definitions {
-        let (id, properties) = (definition.id.clone(), definition.properties.clone());
+        let (id, properties) = (definition.id.clone(), definition.properties.len());
         match trial.drive(definition).await {
             Ok(()) => {
-                println!("driving {id} ({} properties)", properties.len());
-                driven.push((id, properties));
+                println!("driving {id} ({properties} properties)");
+                driving += 1;
             }
             Err(e) => println!("not driving {id}: {e}"),
         }
     }
-    if driven.is_empty() {
+    if driving == 0 {
         bail!("the mapper drives none of the devices given");
     }
     for (device, property, value) in sets {
-        let targets: Vec<&String> = driven
-            .iter()
-            .filter(|(id, props)| {
-                device.as_ref().is_none_or(|d| d == id) && props.iter().any(|p| &p.name == property)
-            })
-            .map(|(id, _)| id)
-            .collect();
-        if targets.is_empty() {
-            bail!("--set {property}={value}: no device driven has property {property:?}");
-        }
-        for id in targets {
-            trial.desire(id, property, value).await?;
+        let written = trial
+            .desire(device.as_deref(), property, value)
+            .await
+            .with_context(|| format!("--set {property}={value}"))?;
+        for id in written {
             println!("set {id} {property} = {value} (written by the mapper)");
         }
     }

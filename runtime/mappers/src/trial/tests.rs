@@ -2,10 +2,10 @@
 //! thermometer mapper.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use wedge_devicetwin::definition::{DeviceDefinition, PropertyDefinition};
 use wedge_tests::guests::module_bytes;
+use wedge_tests::wasm_node::eventually;
 
 use super::*;
 
@@ -137,17 +137,6 @@ fn thermo(protocol: &str) -> DeviceDefinition {
     }
 }
 
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_mapper_polls_a_device_and_writes_desired_values() {
     let (trial, seen, _dir) = load("virtual-thermometer").await;
@@ -158,14 +147,23 @@ async fn a_mapper_polls_a_device_and_writes_desired_values() {
             .contains(&TwinValue::Float(21.5))
     })
     .await;
-    trial.desire(THERMO, "setpoint", "30").await.unwrap();
+    assert_eq!(
+        trial.desire(Some(THERMO), "setpoint", "30").await.unwrap(),
+        [THERMO]
+    );
     eventually("the written setpoint reported back", || {
         seen.reports("setpoint").contains(&TwinValue::Float(30.0))
     })
     .await;
-    let err = trial.desire(THERMO, "nope", "1").await.unwrap_err();
+    let err = trial.desire(Some(THERMO), "nope", "1").await.unwrap_err();
     assert!(err.to_string().contains("no property \"nope\""), "{err}");
-    let err = trial.desire(THERMO, "setpoint", "warm").await.unwrap_err();
+    let err = trial.desire(None, "nope", "1").await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no device driven has property \"nope\""),
+        "{err}"
+    );
+    let err = trial.desire(None, "setpoint", "warm").await.unwrap_err();
     assert!(err.to_string().contains("(float)"), "{err}");
     trial.stop().await;
 }

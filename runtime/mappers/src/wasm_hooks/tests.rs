@@ -1,7 +1,7 @@
 //! The hooks over a real Wasm host with real components built from `modules/`.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wedge_core::Store;
 use wedge_core::store::StoreOptions;
@@ -9,6 +9,7 @@ use wedge_devicetwin::definition::{DeviceDefinition, PropertyDefinition};
 use wedge_devicetwin::effects::DesiredValue;
 use wedge_devicetwin::hooks::{HookVerdict, ProposedChange, Proposer, TwinHooks, TwinLookup};
 use wedge_tests::guests::module_bytes;
+use wedge_tests::wasm_node::eventually;
 use wedge_wasm::{
     DeviceState, HostServices, MapperSink, Publisher, TwinValue, WasmEngine, WasmHost, package,
 };
@@ -167,17 +168,6 @@ fn thermo_definition() -> DeviceDefinition {
         model: "default/thermo-model".into(),
         ..DeviceDefinition::default()
     }
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
