@@ -107,10 +107,15 @@ fn check_accepts_kubeedge_generated_files() {
             for key in [
                 "modules.edgeStream.enable",
                 "modules.edged.tailoredKubeletConfig.cgroupDriver",
-                "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
+                "modules.edged.tailoredKubeletConfig.imageServiceEndpoint",
             ] {
                 assert!(line.contains(key), "{key} not named: {out}");
             }
+            // Acted on: it picks Docker or a CRI runtime.
+            assert!(
+                !line.contains("containerRuntimeEndpoint"),
+                "containerRuntimeEndpoint is acted on: {out}"
+            );
         }
     }
 

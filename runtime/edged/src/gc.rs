@@ -12,8 +12,10 @@
 //! "already ran" (`restartPolicy: Never`) from that container.
 //!
 //! Sandboxes (`crate::sandbox`) are no app container: they never count in a pod's or the node's
-//! limits, and GC removes only the dead sandboxes of pods no longer desired (after those pods'
-//! app containers). A desired pod's sandboxes are its pod worker's to replace and remove.
+//! limits. GC removes the dead sandboxes of pods no longer desired (after those pods' app
+//! containers), and a desired pod's dead sandboxes that are not its newest and hold no container
+//! (on a CRI runtime the pod worker only stops a replaced sandbox: removing it would remove its
+//! containers, and the pod's restart counts with them).
 //!
 //! Images (kubelet's `realImageGCManager`): when the image filesystem's usage reaches
 //! `high_threshold` percent, unused images (no container at all refers to them) are removed,
@@ -152,10 +154,32 @@ pub fn containers_to_remove(
         removed.extend(unit.iter().map(|c| c.id.clone()));
         false
     });
-    // Sandboxes of pods no longer desired, after their app containers.
+    // Sandboxes of pods no longer desired, after their app containers; and a desired pod's
+    // dead sandboxes that are not its newest and hold no container any more (on a CRI runtime
+    // its pod worker only stops them, as their containers carry the pod's restart counts).
+    let mut newest_sandbox: HashMap<&str, &ManagedContainer> = HashMap::new();
+    for c in containers.iter().filter(|c| c.sandbox) {
+        let slot = newest_sandbox.entry(c.pod_uid.as_str()).or_insert(c);
+        if (c.restart_count, c.created) > (slot.restart_count, slot.created) {
+            *slot = c;
+        }
+    }
+    let holds_containers = |s: &ManagedContainer| {
+        containers
+            .iter()
+            .any(|c| !c.sandbox && c.sandbox_id.as_deref() == Some(s.id.as_str()))
+    };
     let mut sandboxes: Vec<&ManagedContainer> = containers
         .iter()
-        .filter(|c| c.sandbox && !is_desired(&c.pod_uid))
+        .filter(|c| c.sandbox)
+        .filter(|c| {
+            !is_desired(&c.pod_uid)
+                || (newest_sandbox
+                    .get(c.pod_uid.as_str())
+                    .map(|n| n.id.as_str())
+                    != Some(c.id.as_str())
+                    && !holds_containers(c))
+        })
         .filter(dead)
         .collect();
     sandboxes.sort_by_key(|c| (c.pod_uid.as_str(), age_key(c)));
@@ -455,25 +479,34 @@ mod tests {
     }
 
     #[test]
-    fn sandboxes_never_count_and_go_only_with_their_pod() {
+    fn sandboxes_never_count_and_go_with_their_pod_or_once_empty_and_replaced() {
+        let in_sandbox = |mut c: ManagedContainer, sandbox: &str| {
+            c.sandbox_id = Some(sandbox.to_owned());
+            c
+        };
         let all = [
             sandbox("s-a0", "a", "exited", 5),
             sandbox("s-a1", "a", "exited", 6),
             sandbox("s-a2", "a", "running", 7),
-            c("a1", "a", "app", "exited", 10),
-            c("a2", "a", "app", "running", 20),
+            in_sandbox(c("a1", "a", "app", "exited", 10), "s-a1"),
+            in_sandbox(c("a2", "a", "app", "running", 20), "s-a2"),
             sandbox("s-g0", "gone", "exited", 1),
             sandbox("s-g1", "gone", "running", 2),
             c("g1", "gone", "app", "exited", 50),
         ];
-        // A desired pod's dead sandboxes stay (its worker's business) even at limits of 0;
-        // a gone pod's dead one goes after its app containers, its running one is the
-        // relist's (orphan removal).
+        // A desired pod's dead sandbox stays while it holds a container (s-a1: on a CRI
+        // runtime it would take a1 and the restart count with it) or is the newest; an empty
+        // replaced one goes (s-a0). A gone pod's dead one goes after its app containers, its
+        // running one is the relist's (orphan removal).
         let removed = containers_to_remove(&all, desired(&["a"]), &policy(0, 0), 100);
-        assert_eq!(removed, ["g1", "s-g0", "a1"]);
+        assert_eq!(removed, ["g1", "s-a0", "s-g0", "a1"]);
         // Sandboxes take no slot from the app containers: with one per container, a1 stays.
         let removed = containers_to_remove(&all, desired(&["a"]), &policy(1, -1), 100);
-        assert_eq!(removed, ["g1", "s-g0"]);
+        assert_eq!(removed, ["g1", "s-a0", "s-g0"]);
+        // Once a1 is gone, so is the sandbox it held.
+        let later: Vec<ManagedContainer> = all.iter().filter(|c| c.id != "a1").cloned().collect();
+        let removed = containers_to_remove(&later, desired(&["a"]), &policy(1, -1), 100);
+        assert_eq!(removed, ["g1", "s-a0", "s-a1", "s-g0"]);
     }
 
     #[test]

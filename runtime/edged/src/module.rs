@@ -65,6 +65,12 @@ pub struct EdgedSettings {
     /// (`modules.edged.podSandboxImage`); empty runs pods without sandboxes, each container
     /// in a network of its own.
     pub pod_sandbox_image: String,
+    /// The container runtime (`tailoredKubeletConfig.containerRuntimeEndpoint`): Docker's
+    /// socket runs pods on Docker, any other endpoint on a CRI runtime (`engine` docs).
+    pub runtime_endpoint: String,
+    /// Where a CRI runtime writes containers' logs (kubelet's `podLogsDir` layout):
+    /// `<rootDirectory>/pod-logs`.
+    pub pod_logs_dir: PathBuf,
     /// Pod workers of each kind (additions, deletions) that run at once: 5, as legacy
     /// edged's queue consumers.
     pub pod_workers: usize,
@@ -114,6 +120,8 @@ impl EdgedSettings {
             initial_backoff: Duration::from_secs(10),
             max_backoff: Duration::from_secs(300),
             pod_sandbox_image: "kubeedge/pause:3.6".to_owned(),
+            runtime_endpoint: "unix:///var/run/docker.sock".to_owned(),
+            pod_logs_dir: root.join("pod-logs"),
             pod_workers: 5,
             work_retry_initial: Duration::from_secs(10),
             work_retry_max: Duration::from_secs(300),
@@ -513,8 +521,9 @@ impl SyncLoop {
     /// on and the removal of orphans (labelled by us, pod no longer desired), and reports.
     async fn relist(&mut self) {
         let listed_at = Instant::now();
-        let Ok(listed) = self.list().await else {
-            return;
+        let listed = match self.list().await {
+            Ok(listed) => listed,
+            Err(e) => return self.runtime_down(&e).await,
         };
         let orphans: std::collections::BTreeSet<String> = listed
             .iter()
@@ -534,6 +543,33 @@ impl SyncLoop {
         let listed = Arc::new(listed);
         self.snapshot = Some((listed_at, listed.clone()));
         self.dispatch();
+        self.report(Some(&listed)).await;
+    }
+
+    /// The relist could not list the runtime (down, missing, refusing): pods the node has not
+    /// seen containers of yet wait in `ContainerCreating` with the runtime's error, which names
+    /// its endpoint, and are reported; pods seen before keep what the last listing showed. The
+    /// runtime is dialled again at the next relist ([`Engine`]'s reconnect period).
+    async fn runtime_down(&mut self, e: &EngineError) {
+        let last = self.snapshot.as_ref().map(|(_, listed)| listed.clone());
+        let seen: std::collections::HashSet<&str> = last
+            .iter()
+            .flat_map(|l| l.iter().map(|c| c.pod_uid.as_str()))
+            .collect();
+        let message = format!("the container runtime is not available: {e}");
+        for (uid, d) in &self.desired {
+            if seen.contains(uid.as_str()) || is_wasm_pod(self.settings(), &d.pod) {
+                continue;
+            }
+            let mut state = sync::lock(&d.state);
+            for c in d.pod.all_containers() {
+                state.waiting.insert(
+                    c.name.clone(),
+                    ("ContainerCreating".to_owned(), message.clone()),
+                );
+            }
+        }
+        let listed = last.unwrap_or_default();
         self.report(Some(&listed)).await;
     }
 
@@ -648,12 +684,23 @@ impl Module for Edged {
     }
 
     async fn run(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), ModuleError> {
-        let engine = Engine::connect().await.map_err(Box::new)?;
+        let engine = Engine::new(
+            &self.settings.runtime_endpoint,
+            crate::engine::EngineOptions {
+                pod_logs_dir: self.settings.pod_logs_dir.clone(),
+            },
+        );
+        // A runtime that is not there yet fails only the calls made meanwhile (`Engine`):
+        // the node stays up and each pod's status carries the reason.
+        if let Err(e) = engine.version().await {
+            tracing::error!("pods cannot run until the container runtime answers: {e}");
+        }
         ctx.ready();
         let stop_reports = ctx.token().child_token();
         let _stop_reports = stop_reports.clone().drop_guard();
         if let Some(mut settings) = self.settings.node_report.clone() {
             let version = engine.version().await.unwrap_or_default();
+            settings.runtime_name = engine.runtime_name().to_owned();
             // The engine's filesystem is kubelet's image filesystem.
             settings.image_root = engine.root_dir().await.ok();
             tokio::spawn(crate::node::report(

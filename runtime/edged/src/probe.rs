@@ -63,7 +63,7 @@ pub async fn run(
     let attempt = async {
         if let Some(exec) = &probe.exec {
             let (code, output) = engine
-                .exec(id, &exec.command)
+                .exec(id, &exec.command, limit)
                 .await
                 .map_err(|e| e.to_string())?;
             return if code == 0 {

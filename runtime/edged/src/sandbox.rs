@@ -36,10 +36,12 @@ use crate::pod::Pod;
 /// once, so this only bounds a sandbox image that does not.
 pub const STOP_GRACE: Duration = Duration::from_secs(2);
 
-/// Whether `pod` runs in a sandbox on a node configured with sandbox `image`: not when the
-/// node opted out (empty image) nor for `hostNetwork` pods (module docs).
-pub fn needed(pod: &Pod, image: &str) -> bool {
-    !image.trim().is_empty() && !pod.spec.host_network
+/// Whether `pod` runs in a sandbox on a node configured with sandbox `image`: always on a CRI
+/// runtime (`cri`: every CRI container lives in a sandbox, a `hostNetwork` pod's on the node's
+/// network), and on Docker neither when the node opted out (empty image) nor for
+/// `hostNetwork` pods (module docs).
+pub fn needed(pod: &Pod, image: &str, cri: bool) -> bool {
+    cri || (!image.trim().is_empty() && !pod.spec.host_network)
 }
 
 /// The pod's hostname: its name, cut to a DNS label's 63 characters, without a trailing `-`
@@ -157,14 +159,15 @@ impl Step<'_> {
 }
 
 /// Decides [`Step`] for `pod` from `ours`, the engine's containers of that pod (app containers
-/// and sandboxes, as [`Engine::list`] returns them), on a node configured with sandbox `image`.
-pub fn step<'a>(pod: &Pod, image: &str, ours: &'a [ManagedContainer]) -> Step<'a> {
+/// and sandboxes, as [`Engine::list`] returns them), on a node configured with sandbox `image`
+/// whose runtime is a CRI one when `cri` (see [`needed`]).
+pub fn step<'a>(pod: &Pod, image: &str, cri: bool, ours: &'a [ManagedContainer]) -> Step<'a> {
     let mut sandboxes: Vec<&ManagedContainer> = ours
         .iter()
         .filter(|c| c.sandbox && c.pod_uid == pod.metadata.uid)
         .collect();
     sandboxes.sort_by_key(|c| (c.restart_count, c.created));
-    if !needed(pod, image) {
+    if !needed(pod, image, cri) {
         return Step::NoSandbox { stale: sandboxes };
     }
     let Some(newest) = sandboxes.last().copied() else {
@@ -197,7 +200,11 @@ impl Engine {
     /// Makes the sandbox `image` available (`IfNotPresent`: a node without a registry runs on
     /// an image imported beforehand). A failure is `ErrImagePull` with a message naming
     /// `podSandboxImage`, so that whoever reads the pod's status knows what to set.
+    /// A CRI runtime brings its own sandbox image (containerd's `sandbox_image`): nothing to do.
     pub async fn ensure_sandbox_image(&self, image: &str) -> Result<(), EngineError> {
+        if self.is_cri() {
+            return Ok(());
+        }
         // No pod's pull secrets: the sandbox image is the node's, pinned or loaded locally.
         self.ensure_image(image, "IfNotPresent", &[])
             .await
@@ -215,15 +222,19 @@ impl Engine {
     /// does not start (e.g. a host port already taken) is removed again, so the pod's next
     /// pass starts from a clean slate.
     pub async fn run_sandbox(&self, plan: &ContainerPlan) -> Result<String, EngineError> {
-        let id = self.create(plan).await?;
+        let id = self.create_sandbox(plan).await?;
         self.start_sandbox(&id).await?;
         Ok(id)
     }
 
     /// Starts a created sandbox; one that does not start is removed again (as
     /// [`Engine::run_sandbox`]). The pod's containers may be created meanwhile: a container
-    /// can be created in a sandbox's network before the sandbox runs, only not started.
+    /// can be created in a sandbox's network before the sandbox runs, only not started. A CRI
+    /// runtime's sandbox runs once created.
     pub async fn start_sandbox(&self, id: &str) -> Result<(), EngineError> {
+        if self.is_cri() {
+            return Ok(());
+        }
         if let Err(e) = self.start(id).await {
             if let Err(removal) = self.remove(id).await {
                 tracing::warn!(sandbox = %id, "sandbox that did not start not removed: {removal}");
@@ -319,9 +330,12 @@ mod tests {
         assert_eq!(plan.network_mode.as_deref(), Some("host"));
         assert!(plan.published.is_empty());
         assert_eq!(plan.hostname, None);
-        assert!(!needed(&p, "pause"));
-        assert!(!needed(&pod(), ""));
-        assert!(needed(&pod(), "pause"));
+        assert!(!needed(&p, "pause", false));
+        assert!(!needed(&pod(), "", false));
+        assert!(needed(&pod(), "pause", false));
+        // A CRI runtime runs every pod in a sandbox of its own.
+        assert!(needed(&p, "", true));
+        assert!(needed(&pod(), "", true));
     }
 
     #[test]
@@ -362,7 +376,7 @@ mod tests {
         // None yet: the first.
         let ours = [app.clone()];
         assert_eq!(
-            step(&p, "pause", &ours),
+            step(&p, "pause", false, &ours),
             Step::Create {
                 attempt: 0,
                 stale: vec![]
@@ -374,7 +388,7 @@ mod tests {
             listed("s0", true, 0, "exited", &hash),
             listed("s1", true, 1, "running", &hash),
         ];
-        let ready = step(&p, "pause", &ours);
+        let ready = step(&p, "pause", false, &ours);
         assert_eq!(
             ready,
             Step::Ready {
@@ -386,7 +400,7 @@ mod tests {
         // Dead, or changed: the next attempt, every sandbox stale.
         let ours = [listed("s1", true, 1, "exited", &hash)];
         assert_eq!(
-            step(&p, "pause", &ours),
+            step(&p, "pause", false, &ours),
             Step::Create {
                 attempt: 2,
                 stale: vec![&ours[0]]
@@ -394,7 +408,7 @@ mod tests {
         );
         let ours = [listed("s1", true, 1, "running", "old")];
         assert_eq!(
-            step(&p, "pause", &ours),
+            step(&p, "pause", false, &ours),
             Step::Create {
                 attempt: 2,
                 stale: vec![&ours[0]]
@@ -402,7 +416,7 @@ mod tests {
         );
         // Opted out: no sandbox, the old one goes.
         assert_eq!(
-            step(&p, "", &ours),
+            step(&p, "", false, &ours),
             Step::NoSandbox {
                 stale: vec![&ours[0]]
             }

@@ -534,15 +534,7 @@ impl Engine {
         container: &Container,
     ) -> Result<(), EngineError> {
         let image_user = if needs_image_user(pod, container) {
-            let image = self
-                .docker()
-                .inspect_image(&container.image)
-                .await
-                .map_err(|source| EngineError::Call {
-                    what: format!("inspect image {}", container.image),
-                    source,
-                })?;
-            image.config.and_then(|c| c.user).unwrap_or_default()
+            self.image_user(&container.image).await?
         } else {
             String::new()
         };

@@ -205,6 +205,7 @@ async fn an_unused_image_is_removed_above_the_high_threshold_and_one_in_use_is_k
         async move {
             engine
                 .docker()
+                .expect("a Docker engine")
                 .inspect_image(&reference)
                 .await
                 .ok()

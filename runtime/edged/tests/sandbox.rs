@@ -80,7 +80,7 @@ async fn listed(engine: &Engine, node: &str, pod: &Pod) -> Vec<ManagedContainer>
 /// sandbox's id.
 async fn converge(engine: &Engine, node: &str, pod: &Pod) -> String {
     let ours = listed(engine, node, pod).await;
-    let id = match sandbox::step(pod, PAUSE_IMAGE, &ours) {
+    let id = match sandbox::step(pod, PAUSE_IMAGE, false, &ours) {
         Step::Ready { sandbox, stale } => {
             assert!(stale.is_empty(), "{stale:?}");
             sandbox.id.clone()
@@ -134,7 +134,10 @@ async fn exec_until_ok(engine: &Engine, id: &str, cmd: &[&str]) -> String {
     let cmd: Vec<String> = cmd.iter().map(|s| (*s).to_owned()).collect();
     let deadline = Instant::now() + WAIT;
     loop {
-        let (code, out) = engine.exec(id, &cmd).await.unwrap();
+        let (code, out) = engine
+            .exec(id, &cmd, Duration::from_secs(10))
+            .await
+            .unwrap();
         if code == 0 {
             return out;
         }
@@ -225,6 +228,7 @@ async fn the_containers_of_a_pod_share_the_sandboxes_network() {
     }
     let inspected = engine
         .docker()
+        .expect("a Docker engine")
         .inspect_container(&sandbox_id, None)
         .await
         .unwrap();
@@ -240,6 +244,7 @@ async fn the_containers_of_a_pod_share_the_sandboxes_network() {
     let client = app_id(&ours, "client");
     let client_labels = engine
         .docker()
+        .expect("a Docker engine")
         .inspect_container(client, None)
         .await
         .unwrap()
@@ -310,7 +315,7 @@ async fn the_containers_of_a_pod_share_the_sandboxes_network() {
     // A dead sandbox is replaced by the next attempt.
     let ours = listed(&engine, &node, &pod).await;
     assert_eq!(
-        sandbox::step(&pod, PAUSE_IMAGE, &ours),
+        sandbox::step(&pod, PAUSE_IMAGE, false, &ours),
         Step::Create {
             attempt: 1,
             stale: vec![&ours[0]]
@@ -335,6 +340,7 @@ async fn host_ports_are_published_by_the_sandbox_and_a_port_change_replaces_it()
     served(first_port, "served-through-the-sandbox").await;
     let inspected = engine
         .docker()
+        .expect("a Docker engine")
         .inspect_container(&first, None)
         .await
         .unwrap();
@@ -348,7 +354,7 @@ async fn host_ports_are_published_by_the_sandbox_and_a_port_change_replaces_it()
     assert_eq!(sandbox::sandbox_hash(&pod), before_env);
     let ours = listed(&engine, &node, &pod).await;
     assert!(
-        matches!(sandbox::step(&pod, PAUSE_IMAGE, &ours), Step::Ready { sandbox, .. } if sandbox.id == first)
+        matches!(sandbox::step(&pod, PAUSE_IMAGE, false, &ours), Step::Ready { sandbox, .. } if sandbox.id == first)
     );
 
     // A new host port is the sandbox's: it is replaced, the container follows it.
@@ -356,7 +362,7 @@ async fn host_ports_are_published_by_the_sandbox_and_a_port_change_replaces_it()
     pod.spec.containers[0].ports[0].host_port = Some(second_port);
     assert_ne!(sandbox::sandbox_hash(&pod), before_env);
     let ours = listed(&engine, &node, &pod).await;
-    let Step::Create { attempt, stale } = sandbox::step(&pod, PAUSE_IMAGE, &ours) else {
+    let Step::Create { attempt, stale } = sandbox::step(&pod, PAUSE_IMAGE, false, &ours) else {
         panic!("a changed host port keeps the sandbox: {ours:?}");
     };
     assert_eq!((attempt, stale.len()), (1, 1));

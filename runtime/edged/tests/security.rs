@@ -263,6 +263,7 @@ async fn net_sysctls_are_set_on_the_sandbox_and_seen_by_its_containers() {
         let inspected = node
             .engine
             .docker()
+            .expect("a Docker engine")
             .inspect_container(&c.id, None)
             .await
             .unwrap();
@@ -302,7 +303,7 @@ async fn image_pull_secrets_authenticate_against_a_real_registry() {
     let engine = common::engine().await;
     let image = registry
         .push(
-            engine.docker(),
+            engine.docker().expect("a Docker engine"),
             common::IMAGE,
             "wedge/busybox",
             "auth",
@@ -310,7 +311,12 @@ async fn image_pull_secrets_authenticate_against_a_real_registry() {
         )
         .await;
     assert!(
-        engine.docker().inspect_image(&image).await.is_err(),
+        engine
+            .docker()
+            .expect("a Docker engine")
+            .inspect_image(&image)
+            .await
+            .is_err(),
         "only a pull may bring {image} back"
     );
     let app = json!([{"name": "app", "image": image, "imagePullPolicy": "Always", "command": ["sh", "-c", "sleep 3600"]}]);
@@ -370,7 +376,14 @@ async fn image_pull_secrets_authenticate_against_a_real_registry() {
     ))
     .await;
     node.wait_status(&authed, |s| running(s, 1)).await;
-    assert!(engine.docker().inspect_image(&image).await.is_ok());
+    assert!(
+        engine
+            .docker()
+            .expect("a Docker engine")
+            .inspect_image(&image)
+            .await
+            .is_ok()
+    );
     node.stop().await;
     drop(registry);
 }

@@ -213,6 +213,24 @@ pub fn container_runtime(endpoint: &str) -> Finding {
     let Some(path) = endpoint.strip_prefix("unix://") else {
         return Finding::new(Level::Fail, what, "only unix:// endpoints are supported");
     };
+    if !path.ends_with("/docker.sock") {
+        // A CRI runtime (edged speaks CRI to any endpoint but Docker's socket): the socket
+        // must accept; its Version is asked when edged starts.
+        return match UnixStream::connect(path) {
+            Ok(_) => Finding::new(
+                Level::Pass,
+                what,
+                "a CRI runtime's socket accepts connections",
+            ),
+            Err(e) => Finding::new(
+                Level::Fail,
+                what,
+                format!(
+                    "no answer ({e}); pods cannot run: start the CRI runtime (containerd) or set modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint"
+                ),
+            ),
+        };
+    }
     let ping = || -> std::io::Result<String> {
         let mut stream = UnixStream::connect(path)?;
         stream.set_read_timeout(Some(TIMEOUT))?;
@@ -298,7 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn a_socket_that_is_not_docker_fails_naming_the_endpoint() {
+    fn a_missing_cri_socket_fails_naming_the_endpoint() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("not-docker.sock");
         let found = container_runtime(&format!("unix://{}", path.display()));

@@ -25,6 +25,7 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
     // Pods cannot start without the sandbox image, and a node may have no registry.
     settings.image_gc.pinned = vec![edged.pod_sandbox_image.clone()];
     settings.pod_sandbox_image = edged.pod_sandbox_image.clone();
+    settings.runtime_endpoint = kubelet.container_runtime_endpoint.clone();
     settings.static_check = kubelet.file_check_frequency;
     settings.node_report = Some(node_report_settings(config, node));
     settings

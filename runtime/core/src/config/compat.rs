@@ -51,6 +51,8 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.podSandboxImage",
     "modules.edged.registerNodeNamespace",
     "modules.edged.rootDirectory",
+    // Docker's socket runs pods on Docker, any other endpoint on a CRI runtime.
+    "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
     // Its thresholds raise the node's pressure conditions (edged does not evict pods).
     "modules.edged.tailoredKubeletConfig.evictionHard",
     "modules.edged.tailoredKubeletConfig.fileCheckFrequency",

@@ -100,12 +100,15 @@ impl SyncLoop {
                     .max_by_key(|c| c.restart_count);
                 // Without a sandbox (host network, or sandboxes off) the network is the
                 // host's or each container's own: ready once a container was made.
-                sandbox_ready =
-                    if crate::sandbox::needed(&d.pod, &self.settings().pod_sandbox_image) {
-                        sandbox.is_some()
-                    } else {
-                        listed.iter().any(|c| c.pod_uid == *uid)
-                    };
+                sandbox_ready = if crate::sandbox::needed(
+                    &d.pod,
+                    &self.settings().pod_sandbox_image,
+                    self.sync.engine.is_cri(),
+                ) {
+                    sandbox.is_some()
+                } else {
+                    listed.iter().any(|c| c.pod_uid == *uid)
+                };
                 if let Some(s) = sandbox {
                     sandbox_ip = self
                         .inspections
@@ -130,7 +133,8 @@ impl SyncLoop {
                     init.push(Observed {
                         name: spec.name.clone(),
                         image: spec.image.clone(),
-                        id: newest.map(|c| format!("docker://{}", c.id)),
+                        id: newest
+                            .map(|c| format!("{}://{}", self.sync.engine.runtime_name(), c.id)),
                         run,
                         restart_count: newest.map(|c| c.restart_count).unwrap_or(0),
                         waiting,
@@ -188,7 +192,8 @@ impl SyncLoop {
                     observed.push(Observed {
                         name: spec.name.clone(),
                         image: spec.image.clone(),
-                        id: newest.map(|c| format!("docker://{}", c.id)),
+                        id: newest
+                            .map(|c| format!("{}://{}", self.sync.engine.runtime_name(), c.id)),
                         run,
                         restart_count: newest.map(|c| c.restart_count).unwrap_or(0),
                         waiting,

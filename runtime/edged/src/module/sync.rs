@@ -471,13 +471,13 @@ impl PodSync {
         ours: &[ManagedContainer],
     ) -> SandboxPass {
         let image = self.settings().pod_sandbox_image.as_str();
-        match sandbox::step(pod, image, ours) {
+        match sandbox::step(pod, image, self.engine.is_cri(), ours) {
             Step::NoSandbox { stale } => {
-                self.remove_sandboxes(&stale).await;
+                self.remove_sandboxes(&stale, false).await;
                 SandboxPass::Join(None)
             }
             Step::Ready { sandbox, stale } => {
-                self.remove_sandboxes(&stale).await;
+                self.remove_sandboxes(&stale, false).await;
                 SandboxPass::Join(Some(sandbox.id.clone()))
             }
             Step::Create { attempt, stale } => {
@@ -504,14 +504,14 @@ impl PodSync {
                         tracing::warn!(container = %c.id, "container not stopped: {e}");
                     }
                 }
-                if !self.remove_sandboxes(&stale).await {
+                if !self.remove_sandboxes(&stale, false).await {
                     return SandboxPass::Failed;
                 }
                 let node = &self.settings().node_name;
                 let created = async {
                     self.engine.ensure_sandbox_image(image).await?;
                     let plan = sandbox::plan(node, pod, image, attempt);
-                    self.engine.create(&plan).await
+                    self.engine.create_sandbox(&plan).await
                 }
                 .await;
                 match created {
@@ -595,10 +595,25 @@ impl PodSync {
         false
     }
 
-    /// Stops and removes sandboxes (their pods' containers should be gone or stopped).
-    async fn remove_sandboxes(&self, sandboxes: &[&ManagedContainer]) -> bool {
+    /// Stops and removes sandboxes (their pods' containers should be gone or stopped);
+    /// while the pod stays (`pod_gone` false) a CRI runtime's are only stopped (below).
+    async fn remove_sandboxes(&self, sandboxes: &[&ManagedContainer], pod_gone: bool) -> bool {
         let mut ok = true;
         for s in sandboxes {
+            if self.engine.is_cri() && !pod_gone {
+                // A CRI runtime removes a sandbox's containers with it, and the pod's restart
+                // counts live in those: a stale sandbox is only stopped (its network and host
+                // ports go), and container GC removes it once it holds no container (kubelet's
+                // rule).
+                if s.state == "running"
+                    && let Err(e) = self.engine.stop(&s.id, sandbox::STOP_GRACE).await
+                {
+                    self.engine_error();
+                    tracing::warn!(sandbox = %s.id, "pod sandbox not stopped: {e}");
+                    ok = false;
+                }
+                continue;
+            }
             if let Err(e) = self.engine.remove_sandbox(&s.id).await {
                 self.engine_error();
                 tracing::warn!(sandbox = %s.id, "pod sandbox not removed: {e}");
@@ -750,7 +765,8 @@ impl PodSync {
         // App containers first: the sandbox holds their network until they are gone.
         let (sandboxes, apps): (Vec<&ManagedContainer>, Vec<&ManagedContainer>) =
             ours.iter().partition(|c| c.sandbox);
-        if !self.stop_remove_all(&apps, job.grace).await || !self.remove_sandboxes(&sandboxes).await
+        if !self.stop_remove_all(&apps, job.grace).await
+            || !self.remove_sandboxes(&sandboxes, true).await
         {
             return failed;
         }

@@ -1,9 +1,5 @@
-//! The Docker engine, through bollard: images, and the containers edged owns.
-//!
-//! Every container edged creates carries labels naming its pod (namespace, name, uid) and
-//! container, kubelet's label names, plus a hash of the container's spec. The engine alone is
-//! therefore enough to rebuild what runs after a restart, to find orphans, and to tell whether
-//! an updated pod changed a container (new hash) or only its metadata.
+//! The Docker engine, through bollard: a pod's sandbox is a pause container whose network the
+//! pod's containers join (`container:<id>`), named and labelled as dockershim did.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -18,171 +14,20 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-/// Label names on every container edged creates.
-pub mod labels {
-    /// Marks a container as edged's.
-    pub const MANAGED: &str = "io.wedge.managed";
-    /// The node whose edged owns it: two nodes sharing an engine never touch each other's.
-    pub const NODE: &str = "io.wedge.node";
-    /// The pod's namespace.
-    pub const POD_NAMESPACE: &str = "io.kubernetes.pod.namespace";
-    /// The pod's name.
-    pub const POD_NAME: &str = "io.kubernetes.pod.name";
-    /// The pod's uid.
-    pub const POD_UID: &str = "io.kubernetes.pod.uid";
-    /// The container's name in the pod.
-    pub const CONTAINER_NAME: &str = "io.kubernetes.container.name";
-    /// Hash of the container's spec (see `plan::spec_hash`).
-    pub const CONTAINER_HASH: &str = "io.wedge.container.hash";
-    /// How many times this container was started before (0 for the first).
-    pub const RESTART_COUNT: &str = "io.wedge.container.restartCount";
-    /// dockershim's kind of container: [`TYPE_SANDBOX`] or [`TYPE_CONTAINER`]. Containers
-    /// created before sandboxes existed lack it and are app containers.
-    pub const DOCKER_TYPE: &str = "io.kubernetes.docker.type";
-    /// [`DOCKER_TYPE`] of a pod's sandbox ("pause") container.
-    pub const TYPE_SANDBOX: &str = "podsandbox";
-    /// [`DOCKER_TYPE`] of an app container.
-    pub const TYPE_CONTAINER: &str = "container";
-    /// On an app container: the engine id of the sandbox whose network it joined, so that a
-    /// container left in an old sandbox's namespace is found from the engine alone.
-    pub const SANDBOX_ID: &str = "io.kubernetes.sandbox.id";
-    /// [`CONTAINER_NAME`] of a sandbox, as dockershim names it (no app container can take it:
-    /// Kubernetes container names are lower case).
-    pub const SANDBOX_CONTAINER_NAME: &str = "POD";
-}
-
-/// Why the engine failed.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// The engine cannot be reached (not installed, not running, no permission).
-    #[error(
-        "the Docker engine is not reachable ({0}); start dockerd or set DOCKER_HOST, and check access to /var/run/docker.sock"
-    )]
-    Unreachable(String),
-    /// An image could not be made available; `reason` is Kubernetes' waiting reason.
-    #[error("{message}")]
-    Image {
-        /// `ErrImagePull` or `ErrImageNeverPull`.
-        reason: &'static str,
-        /// What happened.
-        message: String,
-    },
-    /// An engine call failed.
-    #[error("{what}: {source}")]
-    Call {
-        /// The call, with its subject.
-        what: String,
-        /// bollard's error.
-        source: bollard::errors::Error,
-    },
-}
-
-/// What to create for one container of a pod.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ContainerPlan {
-    /// Docker container name.
-    pub name: String,
-    /// Image reference.
-    pub image: String,
-    /// Entrypoint (Kubernetes `command`), if overridden.
-    pub entrypoint: Option<Vec<String>>,
-    /// Cmd (Kubernetes `args`), if overridden.
-    pub cmd: Option<Vec<String>>,
-    /// `NAME=value` pairs.
-    pub env: Vec<String>,
-    /// Working directory.
-    pub working_dir: Option<String>,
-    /// Labels (see [`labels`]).
-    pub labels: HashMap<String, String>,
-    /// Memory limit in bytes.
-    pub memory: Option<i64>,
-    /// CPU limit in nano-CPUs.
-    pub nano_cpus: Option<i64>,
-    /// `host:container[:ro]` binds.
-    pub binds: Vec<String>,
-    /// `host`, `container:<id>` (a pod's sandbox), or `None` for the default bridge.
-    pub network_mode: Option<String>,
-    /// `(container port/proto, host port)` to publish. Only on a container with a network of
-    /// its own: the engine refuses them with `container:<id>`.
-    pub published: Vec<(String, u16)>,
-    /// The hostname inside the container; `None` for the engine's (the id), and always `None`
-    /// with `container:<id>`, where the engine refuses it.
-    pub hostname: Option<String>,
-    /// User, groups, capabilities, sysctls... from the pod's `securityContext`.
-    pub security: crate::security_context::SecurityPlan,
-}
-
-/// One of edged's containers as the engine lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManagedContainer {
-    /// Engine id.
-    pub id: String,
-    /// Pod namespace, name and uid from the labels.
-    pub pod_namespace: String,
-    /// Pod name.
-    pub pod_name: String,
-    /// Pod uid.
-    pub pod_uid: String,
-    /// Container name in the pod.
-    pub container: String,
-    /// Spec hash label.
-    pub hash: String,
-    /// Restart count label.
-    pub restart_count: u32,
-    /// `created`, `running`, `exited`, ...
-    pub state: String,
-    /// Creation time, Unix seconds.
-    pub created: i64,
-    /// A pod's sandbox ([`labels::TYPE_SANDBOX`]) rather than one of its app containers:
-    /// pod workers and garbage collection treat the two apart.
-    pub sandbox: bool,
-    /// For an app container, the sandbox whose network it joined ([`labels::SANDBOX_ID`]).
-    pub sandbox_id: Option<String>,
-}
-
-/// What `inspect` tells about a container's run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ContainerRun {
-    /// Running now.
-    pub running: bool,
-    /// Exit code of the last run.
-    pub exit_code: i64,
-    /// RFC 3339 start of the last run (`0001-...` when never started).
-    pub started_at: String,
-    /// RFC 3339 end of the last run.
-    pub finished_at: String,
-    /// Killed by the OOM killer.
-    pub oom_killed: bool,
-    /// The engine's error, e.g. a start failure.
-    pub error: String,
-    /// The image id (`sha256:...`).
-    pub image_id: String,
-    /// The container's IP on its network, if any.
-    pub ip: String,
-}
-
-/// An image as the engine lists it, for image garbage collection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageInfo {
-    /// Content id (`sha256:...`): what containers refer to.
-    pub id: String,
-    /// `repo:tag` names; empty for a dangling image.
-    pub tags: Vec<String>,
-    /// Size in bytes, shared layers included (what kubelet counts as freed).
-    pub size: u64,
-    /// Build time, Unix seconds.
-    pub created: i64,
-}
+use super::{ContainerPlan, ContainerRun, EngineError, ImageInfo, ManagedContainer, labels};
 
 /// The node's Docker engine.
 #[derive(Clone)]
-pub struct Engine {
+pub struct DockerEngine {
     docker: Docker,
 }
 
 fn call(what: impl Into<String>) -> impl FnOnce(bollard::errors::Error) -> EngineError {
     let what = what.into();
-    move |source| EngineError::Call { what, source }
+    move |source| EngineError::Call {
+        what,
+        source: Box::new(source),
+    }
 }
 
 fn is_not_found(e: &bollard::errors::Error) -> bool {
@@ -195,15 +40,32 @@ fn is_not_found(e: &bollard::errors::Error) -> bool {
     )
 }
 
-impl Engine {
-    /// Connects to the local engine (`DOCKER_HOST` or `/var/run/docker.sock`), agrees on an API
-    /// version it speaks (Debian's engine is API 1.41) and checks it answers.
-    pub async fn connect() -> Result<Engine, EngineError> {
-        let unreachable = |e: bollard::errors::Error| EngineError::Unreachable(e.to_string());
-        let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
+impl DockerEngine {
+    /// Connects to the engine at the unix socket `path`, or with `None` the local default
+    /// (`DOCKER_HOST` or `/var/run/docker.sock`), agrees on an API version it speaks (Debian's
+    /// engine is API 1.41) and checks it answers.
+    pub async fn connect(path: Option<&str>) -> Result<DockerEngine, EngineError> {
+        let endpoint = path.unwrap_or("/var/run/docker.sock (or DOCKER_HOST)");
+        let unreachable = |e: bollard::errors::Error| {
+            EngineError::Unreachable(format!(
+                "the Docker engine at {endpoint} is not reachable ({e}); start dockerd, or point \
+                 modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint at the node's \
+                 runtime, and check access to the socket"
+            ))
+        };
+        let docker = match path {
+            Some(path) => Docker::connect_with_unix(path, 120, bollard::API_DEFAULT_VERSION),
+            None => Docker::connect_with_local_defaults(),
+        }
+        .map_err(unreachable)?;
         let docker = docker.negotiate_version().await.map_err(unreachable)?;
         docker.ping().await.map_err(unreachable)?;
-        Ok(Engine { docker })
+        Ok(DockerEngine { docker })
+    }
+
+    /// `docker`: the prefix of container ids in pod status, and the runtime's name.
+    pub fn runtime_name(&self) -> &str {
+        "docker"
     }
 
     /// The engine's version (`20.10.24+dfsg1`), as the node reports its runtime.
@@ -219,6 +81,16 @@ impl Engine {
     /// The bollard client, for what this type does not wrap.
     pub fn docker(&self) -> &Docker {
         &self.docker
+    }
+
+    /// The user `image` runs as by default (its config's `User`).
+    pub async fn image_user(&self, image: &str) -> Result<String, EngineError> {
+        let inspected = self
+            .docker
+            .inspect_image(image)
+            .await
+            .map_err(call(format!("inspect image {image}")))?;
+        Ok(inspected.config.and_then(|c| c.user).unwrap_or_default())
     }
 
     /// Makes `image` available per `policy` (`Always`, `IfNotPresent`, `Never`). A pull tries
@@ -362,19 +234,17 @@ impl Engine {
         Ok(created.id)
     }
 
+    /// Creates a sandbox's pause container; [`DockerEngine::start`] starts it.
+    pub async fn create_sandbox(&self, plan: &ContainerPlan) -> Result<String, EngineError> {
+        self.create(plan).await
+    }
+
     /// Starts a created or exited container.
     pub async fn start(&self, id: &str) -> Result<(), EngineError> {
         self.docker
             .start_container(id, None)
             .await
             .map_err(call(format!("start container {id}")))
-    }
-
-    /// Stops a container (SIGTERM, then SIGKILL after `grace`) and removes it with its
-    /// anonymous volumes; a container already gone is not an error.
-    pub async fn stop_and_remove(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
-        self.stop(id, grace).await?;
-        self.remove(id).await
     }
 
     /// Stops a container (SIGTERM, then SIGKILL after `grace`) and keeps it, so its restart
@@ -396,8 +266,27 @@ impl Engine {
     }
 
     /// Runs `cmd` in a running container and returns its exit code and output (stdout and
-    /// stderr, as text); the caller bounds the time.
-    pub async fn exec(&self, id: &str, cmd: &[String]) -> Result<(i64, String), EngineError> {
+    /// stderr, as text); the exec API has no deadline, so `timeout` bounds the wait.
+    pub async fn exec(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<(i64, String), EngineError> {
+        tokio::time::timeout(timeout, self.exec_unbounded(id, cmd))
+            .await
+            .unwrap_or_else(|_| {
+                Err(EngineError::Call {
+                    what: format!("exec in {id}"),
+                    source: Box::new(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {timeout:?}"),
+                    )),
+                })
+            })
+    }
+
+    async fn exec_unbounded(&self, id: &str, cmd: &[String]) -> Result<(i64, String), EngineError> {
         use bollard::exec::{CreateExecOptions, StartExecResults};
         let options = CreateExecOptions {
             attach_stdout: Some(true),
