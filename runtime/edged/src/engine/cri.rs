@@ -23,6 +23,7 @@ use wedge_cri::v1 as cri;
 
 use super::{
     ContainerPlan, ContainerRun, EngineError, EngineOptions, ImageInfo, ManagedContainer, labels,
+    lock,
 };
 
 /// CFS period kubelet uses to turn a CPU limit into a quota (100 ms).
@@ -48,10 +49,6 @@ fn call(what: impl Into<String>) -> impl FnOnce(wedge_cri::CriError) -> EngineEr
         what,
         source: Box::new(source),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Nanoseconds since the epoch as RFC 3339 (`0001-01-01T00:00:00Z` for 0: never).
@@ -156,72 +153,26 @@ impl CriEngine {
         })
     }
 
-    /// Makes `image` available per `policy`, as the Docker engine does.
-    pub async fn ensure_image(
-        &self,
-        image: &str,
-        policy: &str,
-        credentials: &[DockerCredentials],
-    ) -> Result<(), EngineError> {
-        let present = self.image_status(image).await?.is_some();
-        match (policy, present) {
-            ("Never", false) => Err(EngineError::Image {
-                reason: "ErrImageNeverPull",
-                message: format!("image {image:?} is not present and the pull policy is Never"),
-            }),
-            ("Never" | "IfNotPresent", true) => Ok(()),
-            _ => match self.pull_with(image, credentials).await {
-                Ok(()) => Ok(()),
-                Err(e) if present => {
-                    tracing::warn!(image, "pull failed, using the local image: {e}");
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            },
-        }
+    /// Whether `image` is in the runtime's image store.
+    pub async fn image_present(&self, image: &str) -> Result<bool, EngineError> {
+        Ok(self.image_status(image).await?.is_some())
     }
 
-    async fn pull_with(
+    /// One `PullImage` of `image`, with `credentials` as CRI's auth or anonymously.
+    pub async fn pull(
         &self,
         image: &str,
-        credentials: &[DockerCredentials],
-    ) -> Result<(), EngineError> {
-        let mut tries: Vec<Option<cri::AuthConfig>> = credentials
-            .iter()
-            .map(|c| {
-                Some(cri::AuthConfig {
-                    username: c.username.clone().unwrap_or_default(),
-                    password: c.password.clone().unwrap_or_default(),
-                    auth: c.auth.clone().unwrap_or_default(),
-                    server_address: c.serveraddress.clone().unwrap_or_default(),
-                    identity_token: c.identitytoken.clone().unwrap_or_default(),
-                    registry_token: c.registrytoken.clone().unwrap_or_default(),
-                })
-            })
-            .collect();
-        if tries.is_empty() {
-            tries.push(None);
-        }
-        let mut last = String::new();
-        for auth in &tries {
-            match self.cri.pull_image(image, auth.clone(), None).await {
-                Ok(_) => return Ok(()),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        let secrets = if credentials.is_empty() {
-            String::new()
-        } else {
-            let plural = if credentials.len() == 1 { "" } else { "s" };
-            format!(
-                " ({} pull secret credential{plural} tried)",
-                credentials.len()
-            )
-        };
-        Err(EngineError::Image {
-            reason: "ErrImagePull",
-            message: format!("pulling image {image:?} failed{secrets}: {last}"),
-        })
+        credentials: Option<&DockerCredentials>,
+    ) -> Result<(), wedge_cri::CriError> {
+        let auth = credentials.map(|c| cri::AuthConfig {
+            username: c.username.clone().unwrap_or_default(),
+            password: c.password.clone().unwrap_or_default(),
+            auth: c.auth.clone().unwrap_or_default(),
+            server_address: c.serveraddress.clone().unwrap_or_default(),
+            identity_token: c.identitytoken.clone().unwrap_or_default(),
+            registry_token: c.registrytoken.clone().unwrap_or_default(),
+        });
+        self.cri.pull_image(image, auth, None).await.map(drop)
     }
 
     /// The pod's log directory: `<pod_logs_dir>/<namespace>_<name>_<uid>` (kubelet's).

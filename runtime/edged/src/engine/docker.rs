@@ -93,84 +93,28 @@ impl DockerEngine {
         Ok(inspected.config.and_then(|c| c.user).unwrap_or_default())
     }
 
-    /// Makes `image` available per `policy` (`Always`, `IfNotPresent`, `Never`). A pull tries
-    /// each of `credentials` in turn (the pod's pull secrets that match the image, most
-    /// specific first), anonymously when there are none.
-    pub async fn ensure_image(
-        &self,
-        image: &str,
-        policy: &str,
-        credentials: &[DockerCredentials],
-    ) -> Result<(), EngineError> {
-        let present = match self.docker.inspect_image(image).await {
-            Ok(_) => true,
-            Err(e) if is_not_found(&e) => false,
-            Err(e) => return Err(call(format!("inspect image {image}"))(e)),
-        };
-        match (policy, present) {
-            ("Never", false) => Err(EngineError::Image {
-                reason: "ErrImageNeverPull",
-                message: format!("image {image:?} is not present and the pull policy is Never"),
-            }),
-            ("Never" | "IfNotPresent", true) => Ok(()),
-            _ => match self.pull_with(image, credentials).await {
-                Ok(()) => Ok(()),
-                // An image already here still runs when a refresh fails (no registry,
-                // offline node): kubelet would fail the pod; an edge node should not.
-                Err(e) if present => {
-                    tracing::warn!(image, "pull failed, using the local image: {e}");
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            },
+    /// Whether `image` is on the engine.
+    pub async fn image_present(&self, image: &str) -> Result<bool, EngineError> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(call(format!("inspect image {image}"))(e)),
         }
     }
 
-    /// Pulls `image` with each credential in turn until one works (kubelet's order), or
-    /// anonymously without any. The error names the image and the engine's last answer,
-    /// never a password.
-    async fn pull_with(
+    /// One pull of `image`, with `credentials` or anonymously, to its end.
+    pub async fn pull(
         &self,
         image: &str,
-        credentials: &[DockerCredentials],
-    ) -> Result<(), EngineError> {
-        if credentials.is_empty() {
-            return self
-                .pull(image, None)
-                .await
-                .map_err(|e| EngineError::Image {
-                    reason: "ErrImagePull",
-                    message: format!("pulling image {image:?} failed: {e}"),
-                });
-        }
-        let mut last = None;
-        for credential in credentials {
-            match self.pull(image, Some(credential.clone())).await {
-                Ok(()) => return Ok(()),
-                Err(e) => last = Some(e),
-            }
-        }
-        let last = last.map(|e| e.to_string()).unwrap_or_default();
-        let tried = credentials.len();
-        let plural = if tried == 1 { "" } else { "s" };
-        Err(EngineError::Image {
-            reason: "ErrImagePull",
-            message: format!(
-                "pulling image {image:?} failed ({tried} pull secret credential{plural} tried): {last}"
-            ),
-        })
-    }
-
-    async fn pull(
-        &self,
-        image: &str,
-        credentials: Option<DockerCredentials>,
+        credentials: Option<&DockerCredentials>,
     ) -> Result<(), bollard::errors::Error> {
         let options = CreateImageOptions {
             from_image: Some(image.to_owned()),
             ..Default::default()
         };
-        let mut progress = self.docker.create_image(Some(options), None, credentials);
+        let mut progress = self
+            .docker
+            .create_image(Some(options), None, credentials.cloned());
         while let Some(step) = progress.next().await {
             step?;
         }

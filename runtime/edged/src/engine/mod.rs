@@ -374,7 +374,57 @@ impl Engine {
         policy: &str,
         credentials: &[DockerCredentials],
     ) -> Result<(), EngineError> {
-        dispatch!(self, e => e.ensure_image(image, policy, credentials).await)
+        let present = dispatch!(self, e => e.image_present(image).await)?;
+        match (policy, present) {
+            ("Never", false) => Err(EngineError::Image {
+                reason: "ErrImageNeverPull",
+                message: format!("image {image:?} is not present and the pull policy is Never"),
+            }),
+            ("Never" | "IfNotPresent", true) => Ok(()),
+            _ => match self.pull_with(image, credentials).await {
+                Ok(()) => Ok(()),
+                // An image already here still runs when a refresh fails (no registry,
+                // offline node): kubelet would fail the pod; an edge node should not.
+                Err(e) if present => {
+                    tracing::warn!(image, "pull failed, using the local image: {e}");
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// Pulls `image` with each credential in turn until one works (kubelet's order), or
+    /// anonymously without any. The error names the image and the runtime's last answer,
+    /// never a password.
+    async fn pull_with(
+        &self,
+        image: &str,
+        credentials: &[DockerCredentials],
+    ) -> Result<(), EngineError> {
+        let tries: Vec<Option<&DockerCredentials>> = if credentials.is_empty() {
+            vec![None]
+        } else {
+            credentials.iter().map(Some).collect()
+        };
+        let mut last = String::new();
+        for credential in tries {
+            let pulled =
+                dispatch!(self, e => e.pull(image, credential).await.map_err(|e| e.to_string()));
+            match pulled {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+        }
+        let tried = match credentials.len() {
+            0 => String::new(),
+            1 => " (1 pull secret credential tried)".to_owned(),
+            n => format!(" ({n} pull secret credentials tried)"),
+        };
+        Err(EngineError::Image {
+            reason: "ErrImagePull",
+            message: format!("pulling image {image:?} failed{tried}: {last}"),
+        })
     }
 
     /// The user an image runs as by default (its config's `User`; empty for root or unset),
