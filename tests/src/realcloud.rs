@@ -9,7 +9,7 @@
 //! naming it.
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -546,4 +546,59 @@ fn start_node(config: &Path, data: &Path, log_filter: &str) -> Result<(Daemon, S
         Daemon::run_local_env(data, &["--config", config], &[("RUST_LOG", filter)])?;
     daemon.wait_healthy(admin, Duration::from_secs(60))?;
     Ok((daemon, admin))
+}
+
+/// A DNAT rule in the nat table's OUTPUT chain; deleted (exactly it) on drop.
+pub struct Dnat {
+    spec: Vec<String>,
+}
+
+impl Dnat {
+    /// `<ip>:<port>` → `127.0.0.1:<to_port>` for locally made connections (the apiserver's).
+    pub fn add(ip: IpAddr, port: u16, to_port: u16) -> Result<Dnat> {
+        let spec: Vec<String> = [
+            "OUTPUT",
+            "-p",
+            "tcp",
+            "-d",
+            &ip.to_string(),
+            "--dport",
+            &port.to_string(),
+            "-j",
+            "DNAT",
+            "--to-destination",
+            &format!("127.0.0.1:{to_port}"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let out = Command::new("iptables")
+            .args(["-t", "nat", "-A"])
+            .args(&spec)
+            .output()
+            .context("iptables is needed for the DNAT rule (apt-get install iptables)")?;
+        ensure!(
+            out.status.success(),
+            "iptables -t nat -A {}: {} (the test needs root)",
+            spec.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(Dnat { spec })
+    }
+}
+
+impl Drop for Dnat {
+    fn drop(&mut self) {
+        let ok = Command::new("iptables")
+            .args(["-t", "nat", "-D"])
+            .args(&self.spec)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "realcloud: could not delete DNAT rule {}",
+                self.spec.join(" ")
+            );
+        }
+    }
 }

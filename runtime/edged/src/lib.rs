@@ -39,7 +39,9 @@ pub mod pull_secrets;
 pub mod quantity;
 pub mod sandbox;
 pub mod security_context;
+pub mod server;
 pub mod static_pods;
+pub mod stats;
 pub mod status;
 pub mod wasm_pods;
 

@@ -32,6 +32,7 @@ use crate::pod::{Pod, validate};
 use crate::probe::Prober;
 use crate::wasm_pods::WasmPods;
 
+mod directory;
 mod report;
 mod sync;
 mod wasm;
@@ -104,6 +105,9 @@ pub struct EdgedSettings {
     pub image_disk: crate::disk::DiskSource,
     /// Module files of Wasm pods from HTTPS URLs: cache under `<root>/wasm-modules`, limits.
     pub module_fetch: crate::module_fetch::FetchSettings,
+    /// The node's kubelet port (logs, exec, attach, stats: [`crate::server`]); `None` serves
+    /// none (tests of pods alone).
+    pub server: Option<crate::server::ServerSettings>,
 }
 
 impl EdgedSettings {
@@ -137,6 +141,7 @@ impl EdgedSettings {
             image_gc: crate::gc::ImageGcPolicy::default(),
             image_disk: crate::disk::DiskSource::default(),
             module_fetch: crate::module_fetch::FetchSettings::new(root.join("wasm-modules")),
+            server: None,
         }
     }
 }
@@ -165,6 +170,8 @@ pub struct Edged {
     wasm: Option<Arc<dyn WasmPods>>,
     /// Module files of Wasm pods from HTTPS URLs (per `settings.module_fetch`).
     fetcher: Arc<crate::module_fetch::ModuleFetcher>,
+    /// The node server's counters, once it serves.
+    server_stats: std::sync::Mutex<Option<Arc<crate::server::ServerStats>>>,
 }
 
 impl Edged {
@@ -177,6 +184,7 @@ impl Edged {
             settings,
             stats: Arc::default(),
             wasm: None,
+            server_stats: std::sync::Mutex::new(None),
         }
     }
 
@@ -260,6 +268,8 @@ struct SyncLoop {
     host_ip: Option<String>,
     /// Something changed since the last report.
     report_due: bool,
+    /// The desired pods as the node server looks them up.
+    directory: Arc<directory::Directory>,
 }
 
 impl SyncLoop {
@@ -308,6 +318,8 @@ impl SyncLoop {
             }
         };
         let has_problem = problem.is_some();
+        let wasm = is_wasm_pod(self.settings(), &pod);
+        self.directory.put(&pod, wasm, state.clone());
         self.desired.insert(
             uid.clone(),
             Desired {
@@ -348,6 +360,7 @@ impl SyncLoop {
         let grace = pod.termination_grace();
         tracing::info!(pod = %pod.key(), ?grace, "pod terminating (deletionTimestamp set)");
         let state = self.desired.remove(&uid).map(|d| d.state);
+        self.directory.remove(&uid);
         self.stop_tracking(&uid);
         self.killing.insert(
             uid.clone(),
@@ -373,6 +386,7 @@ impl SyncLoop {
             return;
         };
         tracing::info!(pod = %d.pod.key(), "pod deleted");
+        self.directory.remove(uid);
         self.stop_tracking(uid);
         let grace = grace.unwrap_or_else(|| d.pod.termination_grace());
         self.killing.insert(
@@ -710,6 +724,32 @@ impl Module for Edged {
                 stop_reports,
             ));
         }
+        let directory = Arc::new(directory::Directory::default());
+        if let Some(server_settings) = self.settings.server.clone() {
+            let server = Arc::new(crate::server::NodeServer::new(
+                server_settings,
+                engine.clone(),
+                directory.clone(),
+                self.wasm.clone(),
+                crate::stats::StatsCollector::new(
+                    engine.clone(),
+                    &self.settings.node_name,
+                    self.settings
+                        .pods_root
+                        .parent()
+                        .unwrap_or(&self.settings.pods_root),
+                ),
+            ));
+            // A port that cannot be had costs the node its logs and exec, not its pods.
+            match server.bind().await {
+                Ok(listener) => {
+                    *self.server_stats.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(server.stats());
+                    tokio::spawn(server.serve(listener, ctx.token().child_token()));
+                }
+                Err(e) => tracing::error!("kubectl logs and exec will not work: {e}"),
+            }
+        }
         let (probe_results, mut probed) = mpsc::channel(256);
         let (patch_results, mut patched) = mpsc::channel(256);
         let settings = &self.settings;
@@ -742,6 +782,7 @@ impl Module for Edged {
                 .and_then(|r| r.node_ip.clone())
                 .or_else(crate::node::host::host_ipv4),
             report_due: true,
+            directory,
         };
         let stored = tokio::select! {
             pods = self.stored_pods(ctx.bus()) => pods.map_err(ModuleError::from)?,
@@ -853,6 +894,28 @@ impl MetricsSource for Edged {
         ] {
             w.family(name, help, "counter");
             w.sample(name, &[], load(value));
+        }
+        let server = self
+            .server_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(server) = server {
+            let name = "wedge_edged_kubelet_port_requests_total";
+            w.family(
+                name,
+                "Requests to the node's kubelet port (logs, exec, attach, metrics), and those answered with an error.",
+                "counter",
+            );
+            for (kind, value) in [
+                ("logs", &server.logs),
+                ("exec", &server.exec),
+                ("attach", &server.attach),
+                ("metrics", &server.metrics),
+                ("error", &server.errors),
+            ] {
+                w.sample(name, &[("kind", kind)], load(value));
+            }
         }
     }
 }

@@ -153,6 +153,27 @@ pub trait WasmPods: Send + Sync + 'static {
     fn stop(&self, name: &str) -> BoxFuture<'_, Result<(), String>>;
     /// The module's state; `None` when it is not deployed.
     fn state(&self, name: &str) -> Option<ModuleState>;
+    /// The lines the module wrote to its guest log after line number `after` (0: every line
+    /// still kept), oldest first: a Wasm container's `kubectl logs`. `None` when the module
+    /// is not deployed; a host that keeps no log answers with no lines.
+    fn log_lines(&self, name: &str, after: u64) -> Option<Vec<ModuleLogLine>> {
+        let _ = after;
+        self.state(name).map(|_| Vec::new())
+    }
+}
+
+/// One line a module wrote through its log import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleLogLine {
+    /// Its number, counting on across the module's instances: a reader asks for what came
+    /// after the last one it saw.
+    pub seq: u64,
+    /// When it was written, Unix ms.
+    pub unix_ms: u64,
+    /// `trace`, `debug`, `info`, `warn` or `error`.
+    pub level: String,
+    /// The line, as the host kept it (escaped and capped).
+    pub text: String,
 }
 
 #[cfg(test)]

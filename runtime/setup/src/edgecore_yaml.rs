@@ -53,6 +53,19 @@ pub fn render(
         settings.https_server.clone().into(),
     );
     put(&mut modules, "edgeHub", edgehub.into());
+    // The tunnel for kubectl logs/exec, off as keadm writes it, but pointing at the cloud's
+    // tunnel port (10004) with the node's certificate, so enabling it is one key.
+    let mut stream = Mapping::new();
+    put(&mut stream, "enable", false.into());
+    let cloud_host = match settings.cloud.rsplit_once(':') {
+        Some((host, _)) => host,
+        None => settings.cloud.as_str(),
+    };
+    put(&mut stream, "server", format!("{cloud_host}:10004").into());
+    put(&mut stream, "tlsTunnelCAFile", path(&certs.ca));
+    put(&mut stream, "tlsTunnelCertFile", path(&certs.cert));
+    put(&mut stream, "tlsTunnelPrivateKeyFile", path(&certs.key));
+    put(&mut modules, "edgeStream", stream.into());
     let mut edged = Mapping::new();
     put(&mut edged, "enable", settings.edged.into());
     put(&mut edged, "hostnameOverride", settings.node.clone().into());
@@ -154,6 +167,11 @@ mod tests {
         assert_eq!(hub.tls_private_key_file, "/etc/kubeedge/certs/server.key");
         assert_eq!(hub.tls_ca_file, "/etc/kubeedge/ca/rootCA.crt");
         assert!(hub.token.is_empty(), "the token is used at join, not kept");
+        let stream = &config.modules.edge_stream;
+        assert!(!stream.enable, "the tunnel is off until asked for");
+        assert_eq!(stream.server, "10.0.0.1:10004");
+        assert_eq!(stream.tls_tunnel_cert_file, hub.tls_cert_file);
+        assert_eq!(stream.tls_tunnel_ca_file, hub.tls_ca_file);
         assert_eq!(config.node_name().expect("a name"), "edge-1");
         assert!(config.modules.edged.enable);
         assert_eq!(config.data_dir(), std::path::Path::new("/var/lib/wedge"));

@@ -255,9 +255,25 @@ async fn run_node(
         sources.push(edged.clone());
         supervisor.spawn(edged)?;
     }
+    // The cloudstream tunnel: kubectl logs/exec/attach and metrics reads, replayed to
+    // edged's kubelet port. It keeps dialling until shutdown; a setting that can never work
+    // stops the start here, naming it.
+    let stop_stream = tokio_util::sync::CancellationToken::new();
+    let mut stream_task = None;
+    if modules.edge_stream.enable {
+        let mut tunnel =
+            wedge_edgestream::TunnelConfig::from_edgecore(&config).context("modules.edgeStream")?;
+        if tunnel.node_ip.is_none() {
+            // CloudCore keys the session by the address the apiserver dials: the InternalIP
+            // edged reports, which is the host's address when nodeIP is unset.
+            tunnel.node_ip = wedge_edged::node::host::host_ipv4().and_then(|ip| ip.parse().ok());
+        }
+        let stream = wedge_edgestream::EdgeStream::new(tunnel).context("modules.edgeStream")?;
+        sources.push(stream.stats());
+        stream_task = Some(tokio::spawn(stream.run(stop_stream.clone())));
+    }
     for (name, enabled) in [
         ("serviceBus", modules.service_bus.enable),
-        ("edgeStream", modules.edge_stream.enable),
         ("taskManager", modules.task_manager.enable),
     ] {
         if enabled {
@@ -310,6 +326,10 @@ async fn run_node(
         // then the admin API.
         if let Some(rotation) = cert_rotation {
             rotation.stop().await;
+        }
+        stop_stream.cancel();
+        if let Some(task) = stream_task {
+            let _ = task.await;
         }
         supervisor.shutdown().await;
         wasm.shutdown();

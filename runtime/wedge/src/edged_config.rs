@@ -28,6 +28,18 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
     settings.runtime_endpoint = kubelet.container_runtime_endpoint.clone();
     settings.static_check = kubelet.file_check_frequency;
     settings.node_report = Some(node_report_settings(config, node));
+    if kubelet.read_only_port != 0 {
+        // KubeEdge's `address` is an IP; anything else falls back to loopback, where the
+        // tunnel sends.
+        let ip = kubelet
+            .address
+            .parse()
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+        settings.server = Some(wedge_edged::server::ServerSettings::new(
+            node.to_owned(),
+            std::net::SocketAddr::new(ip, kubelet.read_only_port),
+        ));
+    }
     settings
 }
 
@@ -41,6 +53,9 @@ fn node_report_settings(config: &EdgeCoreConfig, node: &str) -> NodeReportSettin
     report.lease_duration = kubelet.node_lease_duration;
     report.root_directory = config.modules.edged.root_directory.clone().into();
     report.node_ip = kubelet.node_ip.map(|ip| ip.to_string());
+    if kubelet.read_only_port != 0 {
+        report.kubelet_port = kubelet.read_only_port;
+    }
     report.max_pods = kubelet.max_pods;
     report.thresholds =
         wedge_edged::node::pressure::Thresholds::from_eviction_hard(&kubelet.eviction_hard);

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use wedge_edged::wasm_pods::{BoxFuture, ModuleSource, ModuleState, WasmPods};
+use wedge_edged::wasm_pods::{BoxFuture, ModuleLogLine, ModuleSource, ModuleState, WasmPods};
 use wedge_wasm::{RunState, WasmHost};
 
 /// The Wasm host, as edged sees it.
@@ -51,5 +51,20 @@ impl WasmPods for HostPods {
             last_error: status.last_error,
             sha256: status.sha256,
         })
+    }
+
+    fn log_lines(&self, name: &str, after: u64) -> Option<Vec<ModuleLogLine>> {
+        let lines = self.host.get(name)?.log_lines(after);
+        Some(
+            lines
+                .into_iter()
+                .map(|l| ModuleLogLine {
+                    seq: l.seq,
+                    unix_ms: l.unix_ms,
+                    level: l.level.to_owned(),
+                    text: l.text,
+                })
+                .collect(),
+        )
     }
 }

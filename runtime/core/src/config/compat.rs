@@ -31,7 +31,6 @@ const IGNORED: &[&str] = &[
     "featureGates",
     "modules.dbTest",
     "modules.edgeHub.quic",
-    "modules.edgeStream",
     "modules.edged",
     "modules.metaManager.contextSendGroup",
     "modules.metaManager.metaServer",
@@ -53,6 +52,8 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.rootDirectory",
     // Docker's socket runs pods on Docker, any other endpoint on a CRI runtime.
     "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
+    // The node's kubelet port (logs, exec, attach, stats) listens here.
+    "modules.edged.tailoredKubeletConfig.address",
     // Its thresholds raise the node's pressure conditions (edged does not evict pods).
     "modules.edged.tailoredKubeletConfig.evictionHard",
     "modules.edged.tailoredKubeletConfig.fileCheckFrequency",
@@ -63,6 +64,7 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.tailoredKubeletConfig.nodeLeaseDurationSeconds",
     "modules.edged.tailoredKubeletConfig.nodeStatusReportFrequency",
     "modules.edged.tailoredKubeletConfig.nodeStatusUpdateFrequency",
+    "modules.edged.tailoredKubeletConfig.readOnlyPort",
 ];
 
 /// Maps whose keys are data, not config keys: compared and named whole.
@@ -270,8 +272,6 @@ mod tests {
                 "modules.edged.tailoredKubeletConfig.cpuManagerPolicy",
                 "modules.edged.tailoredKubeletConfig.evictionSoft",
                 "modules.edged.tailoredKubeletConfig.logging.verbosity",
-                "modules.edgeStream.enable",
-                "modules.edgeStream.server",
             ]
         );
     }

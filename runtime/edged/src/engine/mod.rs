@@ -24,6 +24,11 @@ use bollard::auth::DockerCredentials;
 
 pub mod cri;
 pub mod docker;
+mod stats;
+pub use stats::{
+    ContainerFsUsage, ContainerStats, CpuSample, DOCKER_CONCURRENCY, InterfaceSample, MemorySample,
+    NetworkSample, STATS_TIMEOUT,
+};
 
 /// Label names on every container edged creates.
 pub mod labels {
@@ -235,6 +240,15 @@ macro_rules! dispatch {
     };
 }
 
+/// A connected runtime's own client ([`Engine::client`]).
+#[derive(Clone, Copy)]
+pub enum RuntimeClient<'a> {
+    /// Docker's Engine API.
+    Docker(&'a bollard::Docker),
+    /// A CRI runtime.
+    Cri(&'a wedge_cri::Cri),
+}
+
 /// The endpoint Docker's engine listens on by default; `DOCKER_HOST` overrides it.
 pub const DOCKER_ENDPOINT: &str = "unix:///var/run/docker.sock";
 
@@ -357,6 +371,15 @@ impl Engine {
             Some(Backend::Cri(e)) => Some(e.client()),
             _ => None,
         }
+    }
+
+    /// The runtime's own client, connecting first: the node server's streams (logs, exec,
+    /// attach) speak each runtime's streaming API directly rather than through the pod calls.
+    pub async fn client(&self) -> Result<RuntimeClient<'_>, EngineError> {
+        Ok(match self.backend().await? {
+            Backend::Docker(e) => RuntimeClient::Docker(e.docker()),
+            Backend::Cri(e) => RuntimeClient::Cri(e.client()),
+        })
     }
 
     /// The runtime's version (`20.10.24+dfsg1`, `1.6.20~ds1`), as the node reports it.
@@ -511,6 +534,15 @@ impl Engine {
     /// collection (`DockerRootDir`, or the CRI image filesystem's mount point).
     pub async fn root_dir(&self) -> Result<PathBuf, EngineError> {
         dispatch!(self, e => e.root_dir().await)
+    }
+
+    /// One usage sample of each running container and sandbox among `containers` (stopped
+    /// ones and ones gone meanwhile have none): the input of the node's stats endpoints.
+    pub async fn container_stats(
+        &self,
+        containers: &[ManagedContainer],
+    ) -> Result<Vec<ContainerStats>, EngineError> {
+        stats::collect(self.backend().await?, &self.inner.options, containers).await
     }
 }
 

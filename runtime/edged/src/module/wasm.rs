@@ -23,6 +23,13 @@ pub(super) struct WasmContainer {
     started_at: String,
 }
 
+impl WasmContainer {
+    /// The module's name in the host.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 /// Whether `pod` runs in the Wasm host: its runtime class is Wedge's Wasm class, or every
 /// container image names a module.
 pub(super) fn is_wasm_pod(settings: &EdgedSettings, pod: &Pod) -> bool {

@@ -61,6 +61,18 @@ pub fn node_object(
     now_ms: i64,
 ) -> Value {
     let node = &settings.node;
+    let mut status = node_status(
+        settings,
+        host,
+        runtime_version,
+        now_ms,
+        &NodeConditions::new(now_ms),
+    );
+    // The kubelet port goes only into the registration, as edgecore's kubelet does: CloudCore
+    // writes its own tunnel port there whenever the node's EdgeStream tunnel connects, and a
+    // status update carrying ours would overwrite it (the apiserver would then dial a port
+    // nothing is routed to).
+    status["daemonEndpoints"] = json!({"kubeletEndpoint": {"Port": settings.kubelet_port}});
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -77,7 +89,7 @@ pub fn node_object(
             },
         },
         "spec": {},
-        "status": node_status(settings, host, runtime_version, now_ms, &NodeConditions::new(now_ms)),
+        "status": status,
     })
 }
 
@@ -174,7 +186,6 @@ pub fn node_status(
             condition("PIDPressure", pid.0, pid.1, pid.2, pid_since),
             condition("Ready", "True", "EdgeReady", "edge is posting ready status", conditions.first_ms),
         ],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": settings.kubelet_port}},
         "nodeInfo": {
             "machineID": host.machine_id,
             "systemUUID": host.system_uuid,
@@ -270,6 +281,8 @@ mod tests {
         let b = node_status(&settings, &host(), "1", 2_000_000, &conditions);
         assert_ne!(a, b);
         assert_eq!(without_heartbeat(&a), without_heartbeat(&b));
+        // Status updates leave the kubelet port to CloudCore (it writes its tunnel port).
+        assert!(a.get("daemonEndpoints").is_none(), "{a}");
         // A configured node IP is the InternalIP.
         settings.node_ip = Some("127.0.0.2".into());
         let c = node_status(&settings, &host(), "1", 2_000_000, &conditions);

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use tokio_util::sync::CancellationToken;
 use wedge_edgestream::{Credentials, EdgeStream, Stats, TunnelConfig};
-use wedge_tests::realcloud::{Kubectl, RealCloud, bin_dir, wait_for};
+use wedge_tests::realcloud::{Dnat, Kubectl, RealCloud, bin_dir, wait_for};
 
 use apiserver::Api;
 use kubelet::{Kubelet, LOG_TEXT, METRICS_AS_RELAYED, SUMMARY};
@@ -152,61 +152,6 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    }
-}
-
-/// A DNAT rule in the nat table's OUTPUT chain; deleted (exactly it) on drop.
-struct Dnat {
-    spec: Vec<String>,
-}
-
-impl Dnat {
-    /// `<ip>:<port>` → `127.0.0.1:<to_port>` for locally made connections (the apiserver's).
-    fn add(ip: IpAddr, port: u16, to_port: u16) -> Result<Dnat> {
-        let spec: Vec<String> = [
-            "OUTPUT",
-            "-p",
-            "tcp",
-            "-d",
-            &ip.to_string(),
-            "--dport",
-            &port.to_string(),
-            "-j",
-            "DNAT",
-            "--to-destination",
-            &format!("127.0.0.1:{to_port}"),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let out = Command::new("iptables")
-            .args(["-t", "nat", "-A"])
-            .args(&spec)
-            .output()
-            .context("iptables is needed for the DNAT rule (apt-get install iptables)")?;
-        ensure!(
-            out.status.success(),
-            "iptables -t nat -A {}: {} (the test needs root)",
-            spec.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        Ok(Dnat { spec })
-    }
-}
-
-impl Drop for Dnat {
-    fn drop(&mut self) {
-        let ok = Command::new("iptables")
-            .args(["-t", "nat", "-D"])
-            .args(&self.spec)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!(
-                "edgestream realcloud: could not delete DNAT rule {}",
-                self.spec.join(" ")
-            );
-        }
     }
 }
 

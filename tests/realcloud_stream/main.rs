@@ -1,0 +1,700 @@
+//! `kubectl logs`, `exec`, `attach` and the node's stats on Wedge nodes, through the real
+//! KubeEdge cloud of `../shared/realcloud` with `cloudStream` on: kubectl → kube-apiserver →
+//! (DNAT, as CloudCore's iptablesManager does) CloudCore's stream server → the tunnel → the
+//! node's EdgeStream → edged's kubelet port → Docker or containerd.
+//!
+//! Two Wedge nodes join one cloud, joined as an operator joins them (`wedge join`) with
+//! `modules.edgeStream.enable`, a `nodeIP` and their own `readOnlyPort`: one runs its pods on
+//! Docker, one on the private CRI containerd `.ci/setup` starts. Every check runs on both.
+//!
+//! `cargo test -p wedge-tests --test realcloud_stream [-- NAME]` runs the checks whose name
+//! contains NAME; `-- --bench N` also times N `kubectl logs` first bytes and exec round
+//! trips per node (printed, never judged). Needs root (iptables) and what `.ci/setup`
+//! installs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+use wedge_tests::realcloud::{Dnat, RealCloud, RealNode, RealNodeOptions, bin_dir, wait_for};
+
+/// The CRI socket `.ci/setup` starts.
+const CRI_ENDPOINT: &str = "unix:///run/wedge-ci-containerd/containerd.sock";
+
+/// One Wedge node of the bed.
+struct StreamNode {
+    node: RealNode,
+    runtime: &'static str,
+    _dnat: Dnat,
+}
+
+struct Bed {
+    cloud: RealCloud,
+    nodes: Vec<StreamNode>,
+}
+
+type Check = fn(&Bed, &StreamNode) -> Result<()>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let bench = args
+        .iter()
+        .position(|a| a == "--bench")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse::<usize>().ok());
+    let filter = args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| {
+            !a.starts_with('-') && (*i == 0 || args.get(i - 1).is_none_or(|p| p != "--bench"))
+        })
+        .map(|(_, a)| a.clone());
+    let wanted = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+    let started = Instant::now();
+    let bed = match setup() {
+        Ok(bed) => bed,
+        Err(e) => {
+            eprintln!("realcloud_stream: the test bed did not come up: {e:#}");
+            println!("realcloud_stream: 0 passed, 1 failed");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "realcloud_stream: cloud up, {} nodes joined with their tunnels in {:.1?}",
+        bed.nodes.len(),
+        started.elapsed()
+    );
+    let checks: [(&str, Check); 8] = [
+        ("logs_with_kubectls_options", logs_with_kubectls_options),
+        (
+            "logs_follow_streams_new_lines",
+            logs_follow_streams_new_lines,
+        ),
+        (
+            "logs_previous_shows_the_last_run",
+            logs_previous_shows_the_last_run,
+        ),
+        (
+            "exec_runs_a_command_with_its_exit_code",
+            exec_runs_a_command_with_its_exit_code,
+        ),
+        (
+            "exec_it_runs_an_interactive_shell_on_a_tty",
+            exec_it_runs_an_interactive_shell_on_a_tty,
+        ),
+        (
+            "attach_streams_the_main_process",
+            attach_streams_the_main_process,
+        ),
+        (
+            "stats_summary_through_the_node_proxy",
+            stats_summary_through_the_node_proxy,
+        ),
+        (
+            "resource_metrics_through_the_node_proxy",
+            resource_metrics_through_the_node_proxy,
+        ),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    for node in &bed.nodes {
+        for (name, check) in checks {
+            if !wanted(name) {
+                continue;
+            }
+            let at = Instant::now();
+            match check(&bed, node) {
+                Ok(()) => {
+                    passed += 1;
+                    println!(
+                        "test {name} [{}] ... ok ({:.1?})",
+                        node.runtime,
+                        at.elapsed()
+                    );
+                }
+                Err(e) => {
+                    failed += 1;
+                    println!(
+                        "test {name} [{}] ... FAILED ({:.1?})\n{e:#}",
+                        node.runtime,
+                        at.elapsed()
+                    );
+                }
+            }
+        }
+        if let Some(rounds) = bench
+            && let Err(e) = timings(&bed, node, rounds)
+        {
+            println!("bench [{}]: {e:#}", node.runtime);
+        }
+    }
+    if failed > 0 {
+        for node in &bed.nodes {
+            println!("--- wedge log of {} (last 60 lines) ---", node.node.name);
+            let log = node.node.daemon.log();
+            let lines: Vec<&str> = log.lines().rev().take(60).collect();
+            for line in lines.iter().rev() {
+                println!("{line}");
+            }
+        }
+        println!("{}", bed.cloud.logs_tail());
+    }
+    let Bed { cloud, nodes } = bed;
+    for node in &nodes {
+        let _ = cloud.kubectl(&[
+            "delete",
+            "pod",
+            &talker(node),
+            "--wait=true",
+            "--timeout=60s",
+        ]);
+    }
+    for mut node in nodes {
+        if let Err(e) = node.node.stop() {
+            println!(
+                "realcloud_stream: cleaning up node {} failed: {e:#}",
+                node.node.name
+            );
+        }
+    }
+    println!("realcloud_stream: {passed} passed, {failed} failed");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The pod each node runs: `main` prints a numbered line every 0.2 s and echoes its stdin;
+/// `crasher` prints its start and exits after 2 s, so it has a previous run.
+fn talker(node: &StreamNode) -> String {
+    format!("talker-{}", node.runtime)
+}
+
+fn setup() -> Result<Bed> {
+    ensure!(
+        wedge_tests::is_root(),
+        "the test adds iptables DNAT rules (what CloudCore's iptablesManager does): run it as root"
+    );
+    // TEST-NET addresses nobody routes: the apiserver's node proxy (stats) refuses loopback
+    // node addresses, and random ones keep concurrent runs apart.
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+    let net = 1 + seed % 250;
+    let ips: Vec<IpAddr> = (1..=2)
+        .map(|host| format!("198.18.{net}.{host}").parse())
+        .collect::<Result<_, _>>()?;
+    let joined: Vec<String> = ips.iter().map(ToString::to_string).collect();
+    // SAFETY: no other thread exists yet; up.sh reads these from the environment it inherits.
+    unsafe {
+        std::env::set_var("CLOUDSTREAM", "1");
+        std::env::set_var("STREAM_IPS", joined.join(" "));
+    }
+    let cloud = RealCloud::start()?;
+    let suffix = seed % 100_000;
+    let mut nodes = Vec::new();
+    for (ip, runtime) in ips.into_iter().zip(["docker", "containerd"]) {
+        let mut options = RealNodeOptions::new(&format!("wedge-stream-{runtime}-{suffix}"));
+        options.log_filter = "info,wedge_edged::server=debug,wedge_edgestream=debug".into();
+        options.sets = vec![
+            "modules.edgeStream.enable=true".into(),
+            format!("modules.edgeStream.server=127.0.0.1:{}", cloud.ports.tunnel),
+            format!("modules.edged.nodeIP={ip}"),
+            format!(
+                "modules.edged.tailoredKubeletConfig.readOnlyPort={}",
+                wedge_tests::free_port()
+            ),
+        ];
+        if runtime == "containerd" {
+            ensure!(
+                std::path::Path::new(CRI_ENDPOINT.trim_start_matches("unix://")).exists(),
+                "no CRI containerd at {CRI_ENDPOINT}: run `bash .ci/setup`"
+            );
+            options.sets.push(format!(
+                "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint={CRI_ENDPOINT}"
+            ));
+        }
+        let node = RealNode::join(&cloud, options)?;
+        // CloudCore writes the kubelet port it negotiated into the Node once the tunnel is
+        // up and the Node exists; the node's own status updates must leave it there.
+        let port = wait_for(
+            "CloudCore records the tunnel's kubelet port on the Node",
+            Duration::from_secs(90),
+            || {
+                let record = cloud.get(&["-n", "kubeedge", "configmap", "tunnelport"])?;
+                let record = record["metadata"]["annotations"]["tunnelportrecord.kubeedge.io"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let n = cloud.get(&["node", &node.name])?;
+                let port = n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+                    .as_u64()
+                    .unwrap_or(0);
+                Ok((port > 0 && record.contains(&port.to_string())).then_some(port))
+            },
+        )?;
+        let dnat = Dnat::add(ip, u16::try_from(port)?, cloud.ports.stream)?;
+        let stream_node = StreamNode {
+            node,
+            runtime,
+            _dnat: dnat,
+        };
+        cloud.apply(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: default\nspec:\n  \
+             nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  containers:\n  \
+             - name: main\n    image: wedge-test/busybox:1\n    imagePullPolicy: Never\n    \
+             command: [\"sh\", \"-c\", \"i=0; while true; do i=$((i+1)); echo line $i; sleep 0.2; done\"]\n  \
+             - name: crasher\n    image: wedge-test/busybox:1\n    imagePullPolicy: Never\n    \
+             command: [\"sh\", \"-c\", \"echo run $(cat /proc/sys/kernel/random/uuid); sleep 2; exit 1\"]\n",
+            pod = talker(&stream_node),
+            node = stream_node.node.name,
+        ))?;
+        wait_for("the talker pod runs", Duration::from_secs(120), || {
+            let pod = cloud.get(&["pod", &talker(&stream_node)])?;
+            Ok((pod["status"]["phase"] == "Running").then_some(()))
+        })?;
+        nodes.push(stream_node);
+    }
+    Ok(Bed { cloud, nodes })
+}
+
+/// kubectl with the cloud's admin kubeconfig; its whole output whatever its status.
+fn kubectl(bed: &Bed, args: &[&str], input: Option<&[u8]>) -> Result<Output> {
+    let mut child = kubectl_command(bed, args)
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run kubectl")?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(bytes)?;
+    }
+    Ok(child.wait_with_output()?)
+}
+
+fn kubectl_command(bed: &Bed, args: &[&str]) -> Command {
+    let mut command = Command::new(kubectl_path());
+    command
+        .arg("--kubeconfig")
+        .arg(bed.cloud.kubeconfig())
+        .arg("--request-timeout=60s")
+        .args(args);
+    command
+}
+
+fn kubectl_path() -> PathBuf {
+    bin_dir().join("kubectl")
+}
+
+/// kubectl's stdout, which must have succeeded.
+fn kubectl_ok(bed: &Bed, args: &[&str]) -> Result<String> {
+    let out = kubectl(bed, args, None)?;
+    ensure!(
+        out.status.success(),
+        "kubectl {} failed ({}): {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Reads `child`'s stdout lines on a thread; what arrived within `window` is returned and
+/// the child is killed.
+fn lines_within(mut child: Child, window: Duration) -> Result<Vec<(Duration, String)>> {
+    let stdout = child.stdout.take().context("no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send((started.elapsed(), line)).is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    while let Some(left) = window.checked_sub(started.elapsed()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(mpsc::RecvTimeoutError::Timeout) => break,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let _ = child.kill();
+    let mut err = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = stderr.read_to_string(&mut err);
+    }
+    let _ = child.wait();
+    if lines.is_empty() && !err.trim().is_empty() {
+        bail!("no output; kubectl said: {}", err.trim());
+    }
+    Ok(lines)
+}
+
+/// The number in a `line N` output line.
+fn line_number(line: &str) -> Option<u64> {
+    line.trim().strip_prefix("line ")?.trim().parse().ok()
+}
+
+fn logs_with_kubectls_options(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let pod = talker(node);
+    let all = kubectl_ok(bed, &["logs", &pod, "-c", "main"])?;
+    ensure!(all.starts_with("line 1\n"), "kubectl logs: {all:?}");
+    let tail = kubectl_ok(bed, &["logs", &pod, "-c", "main", "--tail=3"])?;
+    let numbers: Vec<u64> = tail.lines().filter_map(line_number).collect();
+    ensure!(
+        numbers.len() == 3 && numbers.windows(2).all(|w| w[1] == w[0] + 1),
+        "--tail=3 gave {tail:?}"
+    );
+    let stamped = kubectl_ok(
+        bed,
+        &["logs", &pod, "-c", "main", "--tail=1", "--timestamps"],
+    )?;
+    let (time, text) = stamped
+        .trim_end()
+        .split_once(' ')
+        .with_context(|| format!("--timestamps gave {stamped:?}"))?;
+    ensure!(
+        time.len() >= 20 && time.starts_with("20") && time.ends_with('Z'),
+        "--timestamps: {time:?} is not an RFC 3339 time"
+    );
+    ensure!(text.starts_with("line "), "--timestamps: {stamped:?}");
+    let limited = kubectl_ok(bed, &["logs", &pod, "-c", "main", "--limit-bytes=4"])?;
+    ensure!(limited == "line", "--limit-bytes=4 gave {limited:?}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let recent = kubectl_ok(bed, &["logs", &pod, "-c", "main", "--since=1s"])?;
+    let recent: Vec<u64> = recent.lines().filter_map(line_number).collect();
+    let all_now = kubectl_ok(bed, &["logs", &pod, "-c", "main"])?;
+    let total = all_now.lines().count();
+    ensure!(
+        !recent.is_empty() && recent.len() < total && recent.len() <= 8,
+        "--since=1s gave {} of {total} lines",
+        recent.len()
+    );
+    let missing = kubectl(bed, &["logs", &pod, "-c", "nosuch"], None)?;
+    ensure!(
+        !missing.status.success(),
+        "logs of a container the pod does not have succeeded"
+    );
+    Ok(())
+}
+
+fn logs_follow_streams_new_lines(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let pod = talker(node);
+    let child = kubectl_command(bed, &["logs", "-f", &pod, "-c", "main", "--tail=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let lines = lines_within(child, Duration::from_secs(4))?;
+    let numbers: Vec<u64> = lines.iter().filter_map(|(_, l)| line_number(l)).collect();
+    ensure!(
+        numbers.len() >= 8 && numbers.windows(2).all(|w| w[1] == w[0] + 1),
+        "kubectl logs -f gave {lines:?} in 4 s (a line is written every 0.2 s)"
+    );
+    Ok(())
+}
+
+fn logs_previous_shows_the_last_run(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let pod = talker(node);
+    wait_for(
+        "the crasher container restarted",
+        Duration::from_secs(60),
+        || {
+            let p = bed.cloud.get(&["pod", &pod])?;
+            let restarted = p["status"]["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["name"] == "crasher" && c["restartCount"].as_u64().unwrap_or(0) >= 1);
+            Ok(restarted.then_some(()))
+        },
+    )?;
+    let previous = kubectl_ok(bed, &["logs", &pod, "-c", "crasher", "--previous"])?;
+    ensure!(previous.starts_with("run "), "--previous gave {previous:?}");
+    let current = wait_for(
+        "the crasher's current run printed",
+        Duration::from_secs(30),
+        || {
+            let out = kubectl(bed, &["logs", &pod, "-c", "crasher"], None)?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            Ok((out.status.success() && text.starts_with("run ")).then_some(text))
+        },
+    )?;
+    ensure!(
+        current != previous,
+        "--previous shows the current run: {current:?}"
+    );
+    Ok(())
+}
+
+fn exec_runs_a_command_with_its_exit_code(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let pod = talker(node);
+    let out = kubectl(
+        bed,
+        &[
+            "exec",
+            &pod,
+            "-c",
+            "main",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+        None,
+    )?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        stdout == "out\n",
+        "exec stdout {stdout:?} (stderr {stderr:?})"
+    );
+    ensure!(stderr.contains("err\n"), "exec stderr {stderr:?}");
+    ensure!(
+        out.status.code() == Some(3),
+        "kubectl exec exited {:?}, expected the command's 3 (stderr {stderr:?})",
+        out.status
+    );
+    // stdin reaches the command, and its end ends it.
+    let out = kubectl(
+        bed,
+        &[
+            "exec",
+            "-i",
+            &pod,
+            "-c",
+            "main",
+            "--",
+            "sh",
+            "-c",
+            "tr a-z A-Z",
+        ],
+        Some(b"hello from stdin\n"),
+    )?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        out.status.success() && stdout == "HELLO FROM STDIN\n",
+        "exec -i: {:?} {stdout:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// Runs the command after `--` in a pseudo-terminal of 40 rows × 100 columns, types a few
+/// commands into it, and prints what the terminal showed; exits with the command's status.
+const PTY_DRIVER: &str = r#"
+import os, pty, sys, time, select, fcntl, termios, struct
+argv = sys.argv[1:]
+pid, fd = pty.fork()
+if pid == 0:
+    fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack('HHHH', 40, 100, 0, 0))
+    os.execvp(argv[0], argv)
+seen = b''
+def read_until(marker, timeout):
+    global seen
+    end = time.time() + timeout
+    while marker not in seen and time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            seen += data
+    return marker in seen
+ok = read_until(b'# ', 30)
+os.write(fd, b'stty size; echo answer=$((6*7))\r')
+ok = ok and read_until(b'answer=42', 30)
+os.write(fd, b'exit 7\r')
+read_until(b'\x00never', 5)
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(seen.decode('utf-8', 'replace'))
+sys.exit(os.waitstatus_to_exitcode(status) if ok else 99)
+"#;
+
+fn exec_it_runs_an_interactive_shell_on_a_tty(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let pod = talker(node);
+    let kubeconfig = bed.cloud.kubeconfig();
+    let kubectl = kubectl_path();
+    let out = Command::new("python3")
+        .args(["-c", PTY_DRIVER])
+        .arg(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["exec", "-it", &pod, "-c", "main", "--", "sh"])
+        .output()
+        .context("python3 drives kubectl in a pseudo-terminal")?;
+    let screen = String::from_utf8_lossy(&out.stdout);
+    ensure!(
+        screen.contains("answer=42"),
+        "the shell did not answer through the terminal ({:?}): {screen:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        screen.contains("40 100"),
+        "the terminal's size did not reach the shell: {screen:?}"
+    );
+    ensure!(
+        out.status.code() == Some(7),
+        "kubectl exec -it exited {:?}, expected the shell's 7: {screen:?}",
+        out.status
+    );
+    Ok(())
+}
+
+fn attach_streams_the_main_process(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let pod = talker(node);
+    let child = kubectl_command(bed, &["attach", &pod, "-c", "main"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let lines = lines_within(child, Duration::from_secs(4))?;
+    let numbers: Vec<u64> = lines.iter().filter_map(|(_, l)| line_number(l)).collect();
+    ensure!(
+        numbers.len() >= 5 && numbers.windows(2).all(|w| w[1] == w[0] + 1),
+        "kubectl attach gave {lines:?} in 4 s"
+    );
+    Ok(())
+}
+
+fn stats_summary_through_the_node_proxy(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let path = format!("/api/v1/nodes/{}/proxy/stats/summary", node.node.name);
+    let summary: Value = serde_json::from_str(&kubectl_ok(bed, &["get", "--raw", &path])?)
+        .context("the summary is not JSON")?;
+    ensure!(
+        summary["node"]["nodeName"] == node.node.name.as_str(),
+        "summary node: {}",
+        summary["node"]
+    );
+    ensure!(
+        summary["node"]["memory"]["workingSetBytes"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "node memory: {}",
+        summary["node"]
+    );
+    let pod = talker(node);
+    let entry = summary["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["podRef"]["name"] == pod.as_str())
+        .with_context(|| format!("pod {pod} not in the summary: {summary}"))?;
+    let main = entry["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "main")
+        .with_context(|| format!("container main not in {entry}"))?;
+    ensure!(
+        main["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap_or(0) > 0
+            && main["memory"]["workingSetBytes"].as_u64().unwrap_or(0) > 0,
+        "container main's stats: {main}"
+    );
+    Ok(())
+}
+
+fn resource_metrics_through_the_node_proxy(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let path = format!("/api/v1/nodes/{}/proxy/metrics/resource", node.node.name);
+    let text = kubectl_ok(bed, &["get", "--raw", &path])?;
+    let pod = talker(node);
+    for wanted in [
+        "node_cpu_usage_seconds_total ".to_owned(),
+        "node_memory_working_set_bytes ".to_owned(),
+        format!(
+            "container_cpu_usage_seconds_total{{container=\"main\",namespace=\"default\",pod=\"{pod}\"}}"
+        ),
+        format!("pod_memory_working_set_bytes{{namespace=\"default\",pod=\"{pod}\"}}"),
+    ] {
+        ensure!(
+            text.contains(&wanted),
+            "{wanted:?} not in /metrics/resource:\n{text}"
+        );
+    }
+    Ok(())
+}
+
+/// `kubectl logs` first-byte latency and `kubectl exec` round trips, `rounds` each: printed.
+fn timings(bed: &Bed, node: &StreamNode, rounds: usize) -> Result<()> {
+    let pod = talker(node);
+    let mut first_byte = Vec::new();
+    let mut exec = Vec::new();
+    for _ in 0..rounds {
+        let started = Instant::now();
+        let mut child = kubectl_command(bed, &["logs", &pod, "-c", "main", "--tail=1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut byte = [0u8; 1];
+        child
+            .stdout
+            .as_mut()
+            .context("no stdout")?
+            .read_exact(&mut byte)?;
+        first_byte.push(started.elapsed());
+        let _ = child.wait();
+        let started = Instant::now();
+        kubectl_ok(bed, &["exec", &pod, "-c", "main", "--", "true"])?;
+        exec.push(started.elapsed());
+    }
+    // A round trip inside one session: type a line into `cat`, read it back.
+    let mut child = kubectl_command(bed, &["exec", "-i", &pod, "-c", "main", "--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    let mut stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+    let mut echo = Vec::new();
+    for i in 0..rounds.max(1) * 4 {
+        let started = Instant::now();
+        writeln!(stdin, "ping {i}")?;
+        stdin.flush()?;
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        ensure!(line.trim() == format!("ping {i}"), "cat echoed {line:?}");
+        if i > 0 {
+            echo.push(started.elapsed());
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let show = |name: &str, mut v: Vec<Duration>| {
+        v.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        if let (Some(min), Some(max)) = (v.first(), v.last()) {
+            println!(
+                "bench [{}] {name}: n={} min {:.1} ms, median {:.1} ms, max {:.1} ms",
+                node.runtime,
+                v.len(),
+                ms(*min),
+                ms(v[v.len() / 2]),
+                ms(*max)
+            );
+        }
+    };
+    show(
+        "kubectl logs --tail=1, first byte (whole kubectl run)",
+        first_byte,
+    );
+    show("kubectl exec -- true (whole kubectl run)", exec);
+    show("exec session round trip (a line through cat)", echo);
+    Ok(())
+}
