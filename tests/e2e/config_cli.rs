@@ -105,17 +105,16 @@ fn check_accepts_kubeedge_generated_files() {
         if name == "v1.23.1-keadm-join.yaml" {
             let line = listed.first().copied().unwrap_or_default();
             for key in [
-                "modules.edgeStream.enable",
                 "modules.edged.tailoredKubeletConfig.cgroupDriver",
                 "modules.edged.tailoredKubeletConfig.imageServiceEndpoint",
             ] {
                 assert!(line.contains(key), "{key} not named: {out}");
             }
-            // Acted on: it picks Docker or a CRI runtime.
-            assert!(
-                !line.contains("containerRuntimeEndpoint"),
-                "containerRuntimeEndpoint is acted on: {out}"
-            );
+            // Acted on: the runtime endpoint picks Docker or a CRI runtime; edgeStream runs
+            // the cloudstream tunnel.
+            for key in ["containerRuntimeEndpoint", "edgeStream"] {
+                assert!(!line.contains(key), "{key} is acted on: {out}");
+            }
         }
     }
 
