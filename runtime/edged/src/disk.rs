@@ -89,42 +89,70 @@ pub struct Inodes {
 
 /// [`statvfs`] with the filesystem's inode figures.
 pub fn statvfs_with_inodes(path: &Path) -> Result<(FsUsage, Inodes), DiskError> {
-    let fail = |source| DiskError::Statvfs {
+    let figures = StatvfsFigures::of(path).map_err(|source| DiskError::Statvfs {
         path: path.display().to_string(),
         source,
-    };
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| fail(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: `c_path` is a valid NUL-terminated string and `stat` points to writable memory
-    // of the right type; the result is read only when the call succeeds.
-    let rc = unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(fail(std::io::Error::last_os_error()));
-    }
-    // SAFETY: statvfs returned 0, so it filled `stat`.
-    let stat = unsafe { stat.assume_init() };
-    #[allow(
-        clippy::useless_conversion,
-        reason = "the fields are 32-bit on 32-bit targets (armhf edge boards)"
-    )]
-    let (frsize, blocks, bavail, files, favail) = (
-        u64::from(stat.f_frsize),
-        u64::from(stat.f_blocks),
-        u64::from(stat.f_bavail),
-        u64::from(stat.f_files),
-        u64::from(stat.f_favail),
-    );
+    })?;
     Ok((
         FsUsage {
-            capacity: blocks.saturating_mul(frsize),
-            available: bavail.saturating_mul(frsize),
+            capacity: figures.blocks.saturating_mul(figures.frsize),
+            available: figures.bavail.saturating_mul(figures.frsize),
         },
         Inodes {
-            total: files,
-            free: favail,
+            total: figures.files,
+            free: figures.favail,
         },
     ))
+}
+
+/// The figures `statvfs(3)` gives of a filesystem, widened to 64 bits: the one place the
+/// call is made (image GC, pressure signals and the node's stats read through it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatvfsFigures {
+    /// Fragment size: the unit of the block counts.
+    pub frsize: u64,
+    /// Blocks in all.
+    pub blocks: u64,
+    /// Free blocks, reserved ones included.
+    pub bfree: u64,
+    /// Blocks free to an unprivileged writer.
+    pub bavail: u64,
+    /// Inodes in all.
+    pub files: u64,
+    /// Free inodes.
+    pub ffree: u64,
+    /// Inodes free to an unprivileged writer.
+    pub favail: u64,
+}
+
+impl StatvfsFigures {
+    /// `statvfs` of the filesystem holding `path`.
+    pub fn of(path: &Path) -> std::io::Result<StatvfsFigures> {
+        let c_path = CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let mut stat = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+        // SAFETY: `c_path` is a valid NUL-terminated string and `stat` points to writable
+        // memory of the right type; the result is read only when the call succeeds.
+        let rc = unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: statvfs returned 0, so it filled `stat`.
+        let stat = unsafe { stat.assume_init() };
+        #[allow(
+            clippy::useless_conversion,
+            reason = "the fields are 32-bit on 32-bit targets (armhf edge boards)"
+        )]
+        Ok(StatvfsFigures {
+            frsize: u64::from(stat.f_frsize),
+            blocks: u64::from(stat.f_blocks),
+            bfree: u64::from(stat.f_bfree),
+            bavail: u64::from(stat.f_bavail),
+            files: u64::from(stat.f_files),
+            ffree: u64::from(stat.f_ffree),
+            favail: u64::from(stat.f_favail),
+        })
+    }
 }
 
 #[cfg(test)]

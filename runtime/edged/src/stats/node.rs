@@ -16,8 +16,6 @@
 //!   `docker*`), the interfaces cAdvisor leaves out of the machine's figures.
 //! - Start time: `btime` of `/proc/stat`, the boot.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::engine::{InterfaceSample, NetworkSample};
@@ -205,39 +203,16 @@ pub struct FsInfo {
 
 /// `statvfs` of the filesystem holding `path`.
 pub fn statvfs(path: &Path) -> Result<FsInfo, NodeStatsError> {
-    let fail = |source| NodeStatsError::Statvfs {
+    let f = crate::disk::StatvfsFigures::of(path).map_err(|source| NodeStatsError::Statvfs {
         path: path.to_owned(),
         source,
-    };
-    let c_path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| fail(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
-    // SAFETY: `c_path` is NUL-terminated and `stat` is writable memory of the right type; it is
-    // read only when the call succeeds.
-    let rc = unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(fail(std::io::Error::last_os_error()));
-    }
-    // SAFETY: statvfs returned 0, so it filled `stat`.
-    let stat = unsafe { stat.assume_init() };
-    #[allow(
-        clippy::useless_conversion,
-        reason = "the fields are 32-bit on 32-bit targets (armhf edge boards)"
-    )]
-    let (frsize, blocks, bfree, bavail, files, ffree) = (
-        u64::from(stat.f_frsize),
-        u64::from(stat.f_blocks),
-        u64::from(stat.f_bfree),
-        u64::from(stat.f_bavail),
-        u64::from(stat.f_files),
-        u64::from(stat.f_ffree),
-    );
+    })?;
     Ok(FsInfo {
-        capacity_bytes: blocks.saturating_mul(frsize),
-        available_bytes: bavail.saturating_mul(frsize),
-        used_bytes: blocks.saturating_sub(bfree).saturating_mul(frsize),
-        inodes: files,
-        inodes_free: ffree,
+        capacity_bytes: f.blocks.saturating_mul(f.frsize),
+        available_bytes: f.bavail.saturating_mul(f.frsize),
+        used_bytes: f.blocks.saturating_sub(f.bfree).saturating_mul(f.frsize),
+        inodes: f.files,
+        inodes_free: f.ffree,
     })
 }
 
