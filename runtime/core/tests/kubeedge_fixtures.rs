@@ -66,8 +66,6 @@ fn keadm_join_names_what_the_operator_chose() {
             "modules.edged.tailoredKubeletConfig.cgroupDriver",
             "modules.edged.tailoredKubeletConfig.imageServiceEndpoint",
             "modules.edged.nodeLabels",
-            "modules.edgeStream.enable",
-            "modules.edgeStream.server",
         ]
     );
     let line = c.not_implemented_line().unwrap();
@@ -83,6 +81,8 @@ fn keadm_join_names_what_the_operator_chose() {
     assert_eq!(c.modules.edge_hub.websocket.server, "198.51.100.7:10000");
     assert_eq!(c.node_name().unwrap(), "edge-node-1");
     assert_eq!(c.modules.event_bus.mqtt_mode, 0);
+    assert!(c.modules.edge_stream.enable);
+    assert_eq!(c.modules.edge_stream.server, "198.51.100.7:10004");
 }
 
 #[test]
