@@ -14,14 +14,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
-use wedge_tests::realcloud::{Dnat, RealCloud, RealNode, RealNodeOptions, bin_dir, wait_for};
+use wedge_tests::realcloud::{Dnat, Kubectl, RealCloud, RealNode, RealNodeOptions, wait_for};
 
 /// The CRI socket `.ci/setup` starts.
 const CRI_ENDPOINT: &str = "unix:///run/wedge-ci-containerd/containerd.sock";
@@ -35,6 +34,7 @@ struct StreamNode {
 
 struct Bed {
     cloud: RealCloud,
+    kubectl: Kubectl,
     nodes: Vec<StreamNode>,
 }
 
@@ -143,7 +143,7 @@ fn main() -> ExitCode {
         }
         println!("{}", bed.cloud.logs_tail());
     }
-    let Bed { cloud, nodes } = bed;
+    let Bed { cloud, nodes, .. } = bed;
     for node in &nodes {
         let _ = cloud.kubectl(&[
             "delete",
@@ -261,52 +261,32 @@ fn setup() -> Result<Bed> {
         })?;
         nodes.push(stream_node);
     }
-    Ok(Bed { cloud, nodes })
+    Ok(Bed {
+        kubectl: cloud.kubectl_client(),
+        cloud,
+        nodes,
+    })
+}
+
+/// The test's kubectl arguments: every call bounded.
+fn bounded<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["--request-timeout=60s"];
+    all.extend_from_slice(args);
+    all
 }
 
 /// kubectl with the cloud's admin kubeconfig; its whole output whatever its status.
 fn kubectl(bed: &Bed, args: &[&str], input: Option<&[u8]>) -> Result<Output> {
-    let mut child = kubectl_command(bed, args)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot run kubectl")?;
-    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin.write_all(bytes)?;
-    }
-    Ok(child.wait_with_output()?)
+    bed.kubectl.output(&bounded(args), input)
 }
 
 fn kubectl_command(bed: &Bed, args: &[&str]) -> Command {
-    let mut command = Command::new(kubectl_path());
-    command
-        .arg("--kubeconfig")
-        .arg(bed.cloud.kubeconfig())
-        .arg("--request-timeout=60s")
-        .args(args);
-    command
-}
-
-fn kubectl_path() -> PathBuf {
-    bin_dir().join("kubectl")
+    bed.kubectl.command(&bounded(args))
 }
 
 /// kubectl's stdout, which must have succeeded.
 fn kubectl_ok(bed: &Bed, args: &[&str]) -> Result<String> {
-    let out = kubectl(bed, args, None)?;
-    ensure!(
-        out.status.success(),
-        "kubectl {} failed ({}): {}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    bed.kubectl.run(&bounded(args), None)
 }
 
 /// Reads `child`'s stdout lines on a thread; what arrived within `window` is returned and
@@ -531,14 +511,11 @@ sys.exit(os.waitstatus_to_exitcode(status) if ok else 99)
 
 fn exec_it_runs_an_interactive_shell_on_a_tty(bed: &Bed, node: &StreamNode) -> Result<()> {
     let pod = talker(node);
-    let kubeconfig = bed.cloud.kubeconfig();
-    let kubectl = kubectl_path();
+    let kubectl = kubectl_command(bed, &["exec", "-it", &pod, "-c", "main", "--", "sh"]);
     let out = Command::new("python3")
         .args(["-c", PTY_DRIVER])
-        .arg(&kubectl)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["exec", "-it", &pod, "-c", "main", "--", "sh"])
+        .arg(kubectl.get_program())
+        .args(kubectl.get_args())
         .output()
         .context("python3 drives kubectl in a pseudo-terminal")?;
     let screen = String::from_utf8_lossy(&out.stdout);

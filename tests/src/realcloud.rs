@@ -266,14 +266,19 @@ pub struct Kubectl {
 }
 
 impl Kubectl {
-    /// Runs kubectl with `args` (and `input` on its stdin); its stdout, or an error with its
-    /// stderr.
-    pub fn run(&self, args: &[&str], input: Option<&str>) -> Result<String> {
-        let kubectl = bin_dir().join("kubectl");
-        let mut child = Command::new(&kubectl)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(args)
+    /// kubectl with `args`, not started: for a caller that streams its output or runs it
+    /// under a terminal.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(bin_dir().join("kubectl"));
+        command.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        command
+    }
+
+    /// Runs kubectl with `args` (and `input` on its stdin) to its end; its whole output,
+    /// whatever its exit status.
+    pub fn output(&self, args: &[&str], input: Option<&[u8]>) -> Result<std::process::Output> {
+        let mut child = self
+            .command(args)
             .stdin(if input.is_some() {
                 Stdio::piped()
             } else {
@@ -282,11 +287,17 @@ impl Kubectl {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .with_context(|| format!("cannot run {}", kubectl.display()))?;
-        if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-            stdin.write_all(text.as_bytes())?;
+            .with_context(|| format!("cannot run {}", bin_dir().join("kubectl").display()))?;
+        if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+            stdin.write_all(bytes)?;
         }
-        let out = child.wait_with_output()?;
+        Ok(child.wait_with_output()?)
+    }
+
+    /// Runs kubectl with `args` (and `input` on its stdin); its stdout, or an error with its
+    /// stderr.
+    pub fn run(&self, args: &[&str], input: Option<&str>) -> Result<String> {
+        let out = self.output(args, input.map(str::as_bytes))?;
         ensure!(
             out.status.success(),
             "kubectl {} failed: {}",

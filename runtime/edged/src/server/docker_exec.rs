@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use wedge_remotecommand::{ExitOutcome, StreamOptions};
 
 use super::exec::Kind;
-use super::{Body, NodeServer, full, text};
+use super::exec::switching_protocols;
+use super::{Body, NodeServer, text};
 
 /// Speaks the remotecommand protocol to the client and bridges it to a Docker exec (a new
 /// process) or attach (the container's own).
@@ -40,7 +41,7 @@ pub(super) async fn serve(
                     bollard::exec::CreateExecOptions::<String> {
                         attach_stdin: Some(options.stdin),
                         attach_stdout: Some(options.stdout),
-                        attach_stderr: Some(options.stderr && !options.tty),
+                        attach_stderr: Some(options.stderr),
                         tty: Some(options.tty),
                         cmd: Some(command),
                         ..Default::default()
@@ -78,13 +79,11 @@ pub(super) async fn serve(
             () = shutdown.cancelled() => {}
         }
     });
-    let mut switched = Response::new(full(Bytes::new()));
-    *switched.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    *switched.headers_mut() = wedge_remotecommand::upgrade_response_headers(protocol);
-    switched
+    switching_protocols(wedge_remotecommand::upgrade_response_headers(protocol))
 }
 
 /// What a Docker stream joins.
+#[derive(Clone)]
 enum DockerStream {
     /// A created exec.
     Exec(String),
@@ -160,10 +159,7 @@ async fn bridge(
     });
     let resizer = {
         let docker = docker.clone();
-        let stream = match &stream {
-            DockerStream::Exec(exec) => DockerStream::Exec(exec.clone()),
-            DockerStream::Attach(id) => DockerStream::Attach(id.clone()),
-        };
+        let stream = stream.clone();
         tokio::spawn(async move {
             let Some(mut resize) = resize else { return };
             while let Some(size) = resize.recv().await {

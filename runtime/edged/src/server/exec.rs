@@ -107,7 +107,7 @@ pub(super) async fn serve(
                         tty: options.tty,
                         stdin: options.stdin,
                         stdout: options.stdout,
-                        stderr: options.stderr && !options.tty,
+                        stderr: options.stderr,
                     })
                     .await
                 }
@@ -117,7 +117,7 @@ pub(super) async fn serve(
                         stdin: options.stdin,
                         tty: options.tty,
                         stdout: options.stdout,
-                        stderr: options.stderr && !options.tty,
+                        stderr: options.stderr,
                     })
                     .await
                 }
@@ -244,8 +244,14 @@ async fn replay(
             () = shutdown.cancelled() => {}
         }
     });
+    switching_protocols(answer.headers().clone())
+}
+
+/// The `101 Switching Protocols` answer with `headers`, after which the connection is the
+/// stream's.
+pub(super) fn switching_protocols(headers: hyper::HeaderMap) -> Response<Body> {
     let mut switched = Response::new(full(Bytes::new()));
     *switched.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    *switched.headers_mut() = answer.headers().clone();
+    *switched.headers_mut() = headers;
     switched
 }
