@@ -434,3 +434,37 @@ fn modules_are_tried_without_a_node() {
         "{out}"
     );
 }
+
+#[test]
+fn client_commands_find_the_node_from_its_config() {
+    let data = tempfile::tempdir().unwrap();
+    let config = data.path().join("edgecore.yaml");
+    std::fs::write(
+        &config,
+        format!("wedge:\n  dataDir: {}\n", data.path().display()),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let admin = std::net::SocketAddr::from(([127, 0, 0, 1], wedge_tests::free_port()));
+    let addr = admin.to_string();
+    let mut wedge = Daemon::start(
+        &["run", "--config", config, "--admin-addr", &addr],
+        &[],
+        false,
+    )
+    .unwrap();
+    wedge.wait_healthy(admin, Duration::from_secs(20)).unwrap();
+    // The unix socket in the config's data directory, found from the config alone.
+    let (ok, out, err) = cli(&["module", "list", "--config", config]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("NAME"), "{out}");
+    let (ok, _, err) = cli(&["device", "list", "--config", config]);
+    assert!(ok, "{err}");
+    // Over TCP, the token file of the config's data directory.
+    let (ok, _, err) = cli(&["module", "list", "--config", config, "--admin-addr", &addr]);
+    assert!(ok, "{err}");
+    // A config that does not load is named, not guessed around.
+    let (ok, _, err) = cli(&["module", "list", "--config", "/nonexistent/edgecore.yaml"]);
+    assert!(!ok && err.contains("/nonexistent/edgecore.yaml"), "{err}");
+    wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
+}

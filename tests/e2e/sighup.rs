@@ -134,3 +134,78 @@ fn sighup_reloads_devices_and_log_level_and_never_stops_the_node() {
         .stop(libc::SIGTERM, Duration::from_secs(5))
         .unwrap();
 }
+
+/// The protocol devicetwin's catalog holds for `device`, read through the admin socket: `""`
+/// when no definition names it any more (its rows stay).
+fn defined_protocol(node: &TwinNode, device: &str) -> String {
+    let (code, body) =
+        http_get(node.admin_socket(), &format!("/devices/default/{device}")).unwrap();
+    assert_eq!(code, 200, "{body}");
+    let view: serde_json::Value = serde_json::from_str(&body).unwrap();
+    view["protocol"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Rows of `device_object` (the cloud's Device objects kept for the next start) about `id`.
+fn stored_objects(node: &TwinNode, id: &str) -> i64 {
+    let db = rusqlite::Connection::open(&node.db).unwrap();
+    db.query_row(
+        "SELECT COUNT(*) FROM device_object WHERE id = ?1",
+        [id],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_device_file_that_stops_parsing_keeps_its_devices_and_the_directory_is_the_truth_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = TwinNode::start(dir.path(), Broker::Embedded, THERMOMETERS).unwrap();
+    let late = dir.path().join("devices/late.yaml");
+    std::fs::write(&late, LATE_DEVICE).unwrap();
+    hup(&node);
+    wait_log(&node, "devices directory reloaded", 1);
+    assert_eq!(defined_protocol(&node, "late-1"), "other");
+    assert_eq!(
+        stored_objects(&node, "default/late-1"),
+        0,
+        "a device of the directory is not kept with the cloud's objects"
+    );
+
+    // The file is broken while being edited: reported, and its device stays defined.
+    std::fs::write(&late, "kind: Device\nmetadata: [name: late-1\n").unwrap();
+    hup(&node);
+    wait_log(&node, "devices directory reloaded", 2);
+    let log = node.daemon.log();
+    assert_eq!(log.matches("removed=0").count(), 2, "{log}");
+    assert!(
+        log.contains("kept as it was: its file no longer parses"),
+        "{log}"
+    );
+    assert_eq!(defined_protocol(&node, "late-1"), "other");
+
+    // Fixed again, then removed while the node is stopped: at the next start the directory
+    // is what defines local devices, so late-1 is no longer defined; the start's own
+    // devices still are.
+    std::fs::write(&late, LATE_DEVICE).unwrap();
+    hup(&node);
+    wait_log(&node, "devices directory reloaded", 3);
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(5))
+        .unwrap();
+    std::fs::remove_file(&late).unwrap();
+    node.restart().unwrap();
+    assert_eq!(defined_protocol(&node, "late-1"), "");
+    assert_ne!(defined_protocol(&node, "thermo-1"), "");
+
+    // A directory that cannot be read changes nothing either.
+    let devices = dir.path().join("devices");
+    let moved = dir.path().join("devices.away");
+    std::fs::rename(&devices, &moved).unwrap();
+    hup(&node);
+    wait_log(&node, "devices directory not reloaded, its devices kept", 1);
+    assert_ne!(defined_protocol(&node, "thermo-1"), "");
+    std::fs::rename(&moved, &devices).unwrap();
+    node.daemon
+        .stop(libc::SIGTERM, Duration::from_secs(5))
+        .unwrap();
+}

@@ -13,8 +13,9 @@ use crate::v1::{
     ListContainerStatsRequest, ListContainersRequest, ListPodSandboxRequest,
     ListPodSandboxStatsRequest, PodSandbox, PodSandboxConfig, PodSandboxFilter, PodSandboxStats,
     PodSandboxStatsFilter, PodSandboxStatus, PodSandboxStatusRequest, RemoveContainerRequest,
-    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StatusRequest,
-    StatusResponse, StopContainerRequest, StopPodSandboxRequest, VersionRequest, VersionResponse,
+    RemovePodSandboxRequest, ReopenContainerLogRequest, RunPodSandboxRequest,
+    StartContainerRequest, StatusRequest, StatusResponse, StopContainerRequest,
+    StopPodSandboxRequest, VersionRequest, VersionResponse,
 };
 use crate::{CRI_VERSION, Cri, CriError};
 
@@ -292,6 +293,19 @@ impl Cri {
             .await
             .map_err(|status| CriError::from_status("Attach", status))?;
         Ok(answer.into_inner().url)
+    }
+
+    /// Has the runtime open a new log file at the container's log path (the node renamed the
+    /// current one away to rotate it). Fails for a container that is not running.
+    pub async fn reopen_container_log(&self, container_id: &str) -> Result<(), CriError> {
+        let message = ReopenContainerLogRequest {
+            container_id: container_id.to_owned(),
+        };
+        self.runtime()
+            .reopen_container_log(request(message, self.call_deadline()))
+            .await
+            .map_err(|status| CriError::from_status("ReopenContainerLog", status))?;
+        Ok(())
     }
 
     /// CPU, memory and writable-layer usage of one container.

@@ -14,7 +14,7 @@ pub mod files;
 pub mod kube;
 
 pub use catalog::Catalog;
-pub use files::{DirectoryLoad, load_directory, load_file};
+pub use files::{DirectoryLoad, load_directory, load_file, read_file, yaml_files};
 pub use kube::{
     KubeDevice, KubeDeviceProperty, KubeModel, KubeModelProperty, KubeObject, PushMqtt,
     object_from_message, parse_device_json, parse_model_json, parse_yaml, twin_type,

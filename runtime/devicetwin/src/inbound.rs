@@ -12,6 +12,12 @@ use crate::topics::{DeviceTopic, NodeTopic, parse_device_topic, parse_node_topic
 /// Source name of messages the node's Wasm host sends (resource = the plain topic).
 pub const WASM_SOURCE: &str = "wasm";
 
+/// Source name of the `Device`/`DeviceModel` objects a reload of `wedge.devices.dir` sends
+/// (resource and operations as metamanager's). They are not kept in `device_object`: the
+/// directory is read again at every start, so a file removed while the node was stopped
+/// takes its devices with it.
+pub const DEVICES_DIR_SOURCE: &str = "devices-dir";
+
 /// A request, with the device or node it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -58,6 +64,8 @@ pub enum Request {
         id: String,
         /// True for `delete`.
         deleted: bool,
+        /// True when it comes from `wedge.devices.dir` rather than the cloud.
+        local: bool,
     },
     /// Nothing devicetwin handles; the reason is for the debug log.
     Ignored(&'static str),
@@ -96,7 +104,8 @@ pub fn classify(msg: &Message) -> Request {
         // The node's Wasm host and DMI (reports of KubeEdge mappers): the plain topic.
         WASM_SOURCE | module::DMI => classify_topic(&route.resource),
         "edgemgr" | module::DEVICECONTROLLER => classify_cloud(msg),
-        group::META | module::METAMANAGER => classify_definition(msg),
+        group::META | module::METAMANAGER => classify_definition(msg, false),
+        DEVICES_DIR_SOURCE => classify_definition(msg, true),
         _ => Request::Ignored("unknown source"),
     }
 }
@@ -147,7 +156,7 @@ fn classify_cloud(msg: &Message) -> Request {
     Request::Ignored("cloud resource devicetwin does not handle")
 }
 
-fn classify_definition(msg: &Message) -> Request {
+fn classify_definition(msg: &Message, local: bool) -> Request {
     let parts: Vec<&str> = msg.route.resource.split('/').collect();
     let (namespace, kind, name) = match parts.as_slice() {
         [ns, kind, name] => (*ns, *kind, *name),
@@ -173,6 +182,7 @@ fn classify_definition(msg: &Message) -> Request {
         kind,
         id: format!("{namespace}/{name}"),
         deleted,
+        local,
     }
 }
 

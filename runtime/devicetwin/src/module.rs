@@ -598,9 +598,14 @@ impl Turn<'_> {
                 // KubeEdge has no handler for it either.
                 self.twin.stats.count("ignored");
             }
-            Request::Definition { kind, id, deleted } => {
+            Request::Definition {
+                kind,
+                id,
+                deleted,
+                local,
+            } => {
                 self.twin.stats.count("definition");
-                self.definition(kind, &id, deleted, &msg).await;
+                self.definition(kind, &id, deleted, local, &msg).await;
             }
             Request::Ignored(why) => {
                 self.twin.stats.count("ignored");
@@ -724,12 +729,23 @@ impl Turn<'_> {
         self.emit(effects, None, refused).await;
     }
 
-    /// A `Device` or `DeviceModel` from metamanager (the cloud's objects).
-    async fn definition(&mut self, kind: DefinitionKind, id: &str, deleted: bool, msg: &Message) {
+    /// A `Device` or `DeviceModel` from metamanager (the cloud's objects, kept in
+    /// `device_object` for the next start) or from a reload of the devices directory (`local`:
+    /// not kept, the directory is read again at start).
+    async fn definition(
+        &mut self,
+        kind: DefinitionKind,
+        id: &str,
+        deleted: bool,
+        local: bool,
+        msg: &Message,
+    ) {
         if deleted {
-            let owned = id.to_owned();
-            self.store_object(move |conn| crate::objects::delete(conn, kind, &owned))
-                .await;
+            if !local {
+                let owned = id.to_owned();
+                self.store_object(move |conn| crate::objects::delete(conn, kind, &owned))
+                    .await;
+            }
             let known = {
                 let mut catalog = self.twin.catalog();
                 match kind {
@@ -748,10 +764,12 @@ impl Turn<'_> {
         let object = definition::object_from_message(&msg.route.resource, &body);
         match object {
             Ok(Some(object)) => {
-                let text = String::from_utf8_lossy(&body).into_owned();
-                let owned = id.to_owned();
-                self.store_object(move |conn| crate::objects::put(conn, kind, &owned, &text))
-                    .await;
+                if !local {
+                    let text = String::from_utf8_lossy(&body).into_owned();
+                    let owned = id.to_owned();
+                    self.store_object(move |conn| crate::objects::put(conn, kind, &owned, &text))
+                        .await;
+                }
                 let (previous, changed) = {
                     let mut catalog = self.twin.catalog();
                     let previous = catalog.definitions();

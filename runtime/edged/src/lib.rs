@@ -26,6 +26,7 @@ pub mod disk;
 pub mod engine;
 pub mod gc;
 pub mod gc_pass;
+pub mod log_rotation;
 pub mod module;
 pub mod module_fetch;
 pub mod node;

@@ -101,6 +101,8 @@ pub struct EdgedSettings {
     pub image_gc_period: Duration,
     /// Which unused images image GC removes (`imageGCHighThreshold`, ...).
     pub image_gc: crate::gc::ImageGcPolicy,
+    /// CRI container log rotation (`None`: logs are never rotated).
+    pub log_rotation: Option<crate::log_rotation::LogRotationPolicy>,
     /// Where image GC reads the image filesystem's usage.
     pub image_disk: crate::disk::DiskSource,
     /// Module files of Wasm pods from HTTPS URLs: cache under `<root>/wasm-modules`, limits.
@@ -139,6 +141,7 @@ impl EdgedSettings {
             container_gc: crate::gc::ContainerGcPolicy::default(),
             image_gc_period: Duration::from_secs(300),
             image_gc: crate::gc::ImageGcPolicy::default(),
+            log_rotation: Some(crate::log_rotation::LogRotationPolicy::default()),
             image_disk: crate::disk::DiskSource::default(),
             module_fetch: crate::module_fetch::FetchSettings::new(root.join("wasm-modules")),
             server: None,
@@ -160,6 +163,8 @@ struct Stats {
     additions_queued: AtomicU64,
     deletions_queued: AtomicU64,
     work_retries: AtomicU64,
+    /// CRI container logs rotated.
+    logs_rotated: Arc<AtomicU64>,
 }
 
 /// The edged module.
@@ -802,6 +807,15 @@ impl Module for Edged {
         static_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         static_check.tick().await;
         let (mut container_gc, mut image_gc) = crate::gc_pass::timers(settings);
+        if let Some(policy) = settings.log_rotation {
+            tokio::spawn(crate::log_rotation::run(
+                sl.sync.engine.clone(),
+                settings.node_name.clone(),
+                policy,
+                self.stats.logs_rotated.clone(),
+                ctx.token().clone(),
+            ));
+        }
         loop {
             tokio::select! {
                 msg = ctx.recv() => match msg {
@@ -890,6 +904,11 @@ impl MetricsSource for Edged {
                 "wedge_edged_statuses_sent_total",
                 "Pod status patches sent to metamanager.",
                 &s.statuses_sent,
+            ),
+            (
+                "wedge_edged_container_logs_rotated_total",
+                "CRI container logs renamed away and reopened (containerLogMaxSize).",
+                &s.logs_rotated,
             ),
         ] {
             w.family(name, help, "counter");

@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::http::{Request, header};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use wedge_core::config::{ADMIN_SOCKET_FILE, ADMIN_TOKEN_FILE, WedgeSettings};
+use wedge_core::config::EdgeCoreConfig;
 
 use crate::cli::AdminArgs;
 
@@ -57,34 +57,32 @@ enum Endpoint {
     },
 }
 
-/// The data directory as `wedge run` resolves it with the same `--data-dir`.
-fn data_dir(args: &AdminArgs) -> PathBuf {
-    let settings = WedgeSettings {
-        data_dir: args
-            .data_dir
-            .as_deref()
-            .map(|d| d.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        ..WedgeSettings::default()
+/// The node's config as `wedge run` builds it from the same `--config` and `--data-dir`: the
+/// file (or the built-in defaults), then the data directory given on the command line. The
+/// admin socket and token file are found from it, so a node whose `wedge.dataDir` or
+/// `wedge.admin.*` is set in its config is reached with the config alone.
+fn node_config(args: &AdminArgs) -> Result<EdgeCoreConfig> {
+    let mut config = match &args.config {
+        Some(path) => crate::config_cmd::load(path)?,
+        None => EdgeCoreConfig::embedded_default(),
     };
-    let root = crate::admin_server::effective_uid() == 0;
-    settings.resolve_data_dir(root, |name| std::env::var_os(name))
+    if let Some(dir) = &args.data_dir {
+        config.wedge.data_dir = dir.to_string_lossy().into_owned();
+    }
+    Ok(config)
 }
 
 fn endpoint(args: &AdminArgs) -> Result<Endpoint> {
     let Some(addr) = args.admin_addr else {
         let socket = match &args.admin_socket {
             Some(socket) => socket.clone(),
-            None => data_dir(args).join(ADMIN_SOCKET_FILE),
+            None => node_config(args)?.admin_socket_path(),
         };
         return Ok(Endpoint::Unix(socket));
     };
     let token = match &args.token_file {
         Some(file) => Some(read_token(file)?),
-        None => {
-            let default = data_dir(args).join(ADMIN_TOKEN_FILE);
-            read_token(&default).ok()
-        }
+        None => read_token(&node_config(args)?.admin_token_path()).ok(),
     };
     Ok(Endpoint::Tcp { addr, token })
 }
@@ -113,8 +111,8 @@ pub fn request(args: &AdminArgs, method: &str, path: &str, body: &[u8]) -> Resul
     if answer.status == 401 {
         bail!(
             "the node refused the request (401): {}\nhint: pass --token-file with the node's \
-             token file (<data dir>/admin.token), or use its unix socket (--data-dir / \
-             --admin-socket)",
+             token file (<data dir>/admin.token), or use its unix socket (--config / \
+             --data-dir / --admin-socket)",
             answer.error_text()
         );
     }
@@ -137,7 +135,7 @@ async fn send(endpoint: &Endpoint, method: &str, path: &str, body: Bytes) -> Res
                     .with_context(|| {
                         format!(
                             "cannot reach the node's admin socket {}: is `wedge run` running there \
-                     (as this user, with this --data-dir)?",
+                     (as this user, with this --config / --data-dir)?",
                             socket.display()
                         )
                     })?;

@@ -40,8 +40,9 @@ pub fn run(config: Option<PathBuf>) -> Result<()> {
         }
     };
     let admin = AdminArgs {
+        config: None,
         data_dir: Some(config.data_dir()),
-        admin_socket: None,
+        admin_socket: Some(config.admin_socket_path()),
         admin_addr: None,
         token_file: None,
     };

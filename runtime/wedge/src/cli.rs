@@ -126,21 +126,28 @@ pub enum MqttCommand {
     },
 }
 
-/// Where `wedge module ...` reaches a node's admin API: its unix socket by default (found in
-/// the data directory exactly as `wedge run` resolves it), or TCP with a bearer token.
+/// Where `wedge module ...` reaches a node's admin API: its unix socket by default (found
+/// exactly as `wedge run` resolves it from the same `--config` and `--data-dir`), or TCP with
+/// a bearer token.
 #[derive(Debug, Clone, Args)]
 pub struct AdminArgs {
-    /// The node's data directory, which holds its admin socket and token (default: as
-    /// `wedge run` resolves `wedge.dataDir`).
+    /// The node's edgecore.yaml: its `wedge.dataDir` and `wedge.admin.socket`/`tokenFile` say
+    /// where the admin socket and token are (default: the built-in defaults, as `wedge run`).
+    #[arg(long, short, env = "WEDGE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The node's data directory, which holds its admin socket and token (overrides the
+    /// config's `wedge.dataDir`, as for `wedge run`).
     #[arg(long, env = "WEDGE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// The node's admin socket (default: <data dir>/admin.sock).
+    /// The node's admin socket (default: the config's `wedge.admin.socket`, or
+    /// <data dir>/admin.sock).
     #[arg(long, env = "WEDGE_ADMIN_SOCKET")]
     pub admin_socket: Option<PathBuf>,
     /// Reach the node over TCP at this address (its `wedge.adminAddr`) instead of the socket.
     #[arg(long, env = "WEDGE_ADMIN_ADDR", conflicts_with = "admin_socket")]
     pub admin_addr: Option<SocketAddr>,
-    /// File with the bearer token for TCP (default: <data dir>/admin.token when readable).
+    /// File with the bearer token for TCP (default: the config's `wedge.admin.tokenFile`, or
+    /// <data dir>/admin.token, when readable).
     #[arg(long, env = "WEDGE_ADMIN_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
 }

@@ -28,6 +28,19 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
     settings.runtime_endpoint = kubelet.container_runtime_endpoint.clone();
     settings.static_check = kubelet.file_check_frequency;
     settings.node_report = Some(node_report_settings(config, node));
+    // Validation checked the keys as kubelet does; a policy edged still refuses keeps
+    // kubelet's defaults rather than growing logs without bound.
+    settings.log_rotation = Some(
+        wedge_edged::log_rotation::LogRotationPolicy::from_kubelet(
+            &kubelet.container_log_max_size,
+            kubelet.container_log_max_files,
+            kubelet.container_log_monitor_interval,
+        )
+        .unwrap_or_else(|e| {
+            tracing::warn!("container log rotation at kubelet's defaults: {e}");
+            wedge_edged::log_rotation::LogRotationPolicy::default()
+        }),
+    );
     if kubelet.read_only_port != 0 {
         // KubeEdge's `address` is an IP; anything else falls back to loopback, where the
         // tunnel sends.
@@ -76,7 +89,8 @@ mod tests {
              imageGCHighThresholdPercent: 70\n      imageGCLowThresholdPercent: 60\n      \
              imageMinimumGCAge: 5m0s\n      nodeStatusUpdateFrequency: 5s\n      \
              nodeStatusReportFrequency: 1m0s\n      nodeLeaseDurationSeconds: 20\n      \
-             fileCheckFrequency: 1m0s\n",
+             fileCheckFrequency: 1m0s\n      containerLogMaxSize: 1Mi\n      \
+             containerLogMaxFiles: 3\n      containerLogMonitorInterval: 5s\n",
         )
         .unwrap();
         let s = edged_settings(&config, "edge-1");
@@ -87,6 +101,11 @@ mod tests {
         assert_eq!(s.container_gc.min_age, Duration::from_secs(30));
         assert_eq!(s.container_gc.max_containers, 50);
         assert_eq!(s.static_check, Duration::from_secs(60));
+        let rotation = s.log_rotation.unwrap();
+        assert_eq!(
+            (rotation.max_size, rotation.max_files, rotation.interval),
+            (1 << 20, 3, Duration::from_secs(5))
+        );
         let report = s.node_report.unwrap();
         assert_eq!(report.status_every, Duration::from_secs(5));
         assert_eq!(report.report_every, Duration::from_secs(60));

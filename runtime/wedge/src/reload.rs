@@ -6,18 +6,23 @@
 //!   `<ns>/device/<name>`), so new devices get their rows and go to the mapper of their
 //!   protocol, changed ones are handed to it again, and devices that were in the directory
 //!   before and are gone now are deleted from the catalog (their mapper stops driving them; their
-//!   twin rows stay, as when the cloud deletes a Device).
+//!   twin rows stay, as when the cloud deletes a Device). They are sent as source
+//!   [`DEVICES_DIR_SOURCE`], so devicetwin does not keep them with the cloud's objects: the
+//!   directory is read again at every start.
 //!
 //! Other keys changed in the file are named in a warning: they apply at the next restart. A
-//! file that no longer parses is reported and changes nothing.
+//! config file that no longer parses is reported and changes nothing; so does a device file
+//! that no longer parses (its devices stay as they were until it is fixed or removed), and a
+//! devices directory that cannot be read.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use wedge_core::Bus;
 use wedge_core::config::EdgeCoreConfig;
 use wedge_core::message::{Content, Message, group, module, operation};
+use wedge_devicetwin::inbound::DEVICES_DIR_SOURCE;
 
 use crate::logging::LogControl;
 
@@ -27,10 +32,21 @@ const RELOADED_KEYS: [&str; 2] = ["wedge.logLevel", "wedge.devices.dir"];
 /// `(resource type, <namespace>/<name>)` of a definition object.
 type ObjectKey = (&'static str, String);
 
-/// One definition object read from the directory: its key and the object as JSON.
+/// One definition object read from the directory: its key, the object as JSON and the file
+/// that holds it.
 struct Object {
     key: ObjectKey,
     value: Value,
+    file: PathBuf,
+}
+
+/// What a read of the devices directory found.
+#[derive(Default)]
+struct DirectoryObjects {
+    /// The objects of every file that parsed.
+    objects: Vec<Object>,
+    /// Files that are there but did not parse: what they defined before is kept.
+    unreadable: BTreeSet<PathBuf>,
 }
 
 /// What a reload works from: how the running config was made, and what the devices directory
@@ -42,8 +58,8 @@ pub struct Reloader {
     log: LogControl,
     bus: Bus,
     twin_enabled: bool,
-    /// Objects of the devices directory at start or at the last reload.
-    known: BTreeSet<ObjectKey>,
+    /// Objects of the devices directory at start or at the last reload, with their files.
+    known: BTreeMap<ObjectKey, PathBuf>,
 }
 
 impl Reloader {
@@ -57,7 +73,8 @@ impl Reloader {
     ) -> Reloader {
         let twin_enabled = current.modules.device_twin.enable;
         let known = devices_dir(&current)
-            .map(|dir| read_objects(&dir).into_iter().map(|o| o.key).collect())
+            .and_then(|dir| read_objects(&dir).ok())
+            .map(|read| read.objects.into_iter().map(|o| (o.key, o.file)).collect())
             .unwrap_or_default();
         Reloader {
             load,
@@ -107,29 +124,49 @@ impl Reloader {
                 tracing::info!("no wedge.devices.dir: no device definitions to reload");
             } else {
                 tracing::info!("wedge.devices.dir is now empty; removing its devices");
-                self.send_all(Vec::new()).await;
+                self.send_all(DirectoryObjects::default()).await;
             }
             return;
         };
-        let objects = {
-            let dir = dir.clone();
-            match tokio::task::spawn_blocking(move || read_objects(&dir)).await {
-                Ok(objects) => objects,
-                Err(e) => {
-                    tracing::error!("devices directory not reloaded: {e}");
-                    return;
-                }
+        let read = match tokio::task::spawn_blocking(move || read_objects(&dir)).await {
+            Ok(Ok(read)) => read,
+            Ok(Err(e)) => {
+                tracing::error!("devices directory not reloaded, its devices kept: {e}");
+                return;
+            }
+            Err(e) => {
+                tracing::error!("devices directory not reloaded: {e}");
+                return;
             }
         };
-        self.send_all(objects).await;
+        self.send_all(read).await;
     }
 
     /// Sends models, then devices, then deletions of what disappeared, in that order, so a
-    /// device never waits for a model that is on its way.
-    async fn send_all(&mut self, mut objects: Vec<Object>) {
+    /// device never waits for a model that is on its way. What a file that no longer parses
+    /// defined is neither sent nor deleted.
+    async fn send_all(&mut self, read: DirectoryObjects) {
+        let DirectoryObjects {
+            mut objects,
+            unreadable,
+        } = read;
         objects.sort_by_key(|o| o.key.0 != definition_resource::MODEL);
-        let now: BTreeSet<ObjectKey> = objects.iter().map(|o| o.key.clone()).collect();
-        let gone: Vec<ObjectKey> = self.known.difference(&now).cloned().collect();
+        let mut now: BTreeMap<ObjectKey, PathBuf> = objects
+            .iter()
+            .map(|o| (o.key.clone(), o.file.clone()))
+            .collect();
+        for (key, file) in &self.known {
+            if unreadable.contains(file) && !now.contains_key(key) {
+                tracing::warn!(object = %key.1, file = %file.display(), "kept as it was: its file no longer parses");
+                now.insert(key.clone(), file.clone());
+            }
+        }
+        let gone: Vec<ObjectKey> = self
+            .known
+            .keys()
+            .filter(|key| !now.contains_key(*key))
+            .cloned()
+            .collect();
         let (mut sent, mut removed) = (0usize, 0usize);
         for object in objects {
             let content = match Content::json(&object.value) {
@@ -161,7 +198,7 @@ impl Reloader {
             return false;
         };
         let resource = format!("{namespace}/{kind}/{name}");
-        let msg = Message::build(group::META, group::TWIN, op, &resource, content);
+        let msg = Message::build(DEVICES_DIR_SOURCE, group::TWIN, op, &resource, content);
         match self.bus.send(module::TWIN, msg).await {
             Ok(()) => true,
             Err(e) => {
@@ -184,54 +221,42 @@ fn devices_dir(config: &EdgeCoreConfig) -> Option<PathBuf> {
     (!dir.is_empty()).then(|| PathBuf::from(dir))
 }
 
-/// Every Device and DeviceModel of the directory's YAML files, checked by devicetwin's own
-/// reader first (a file it would refuse at start is refused here too, with its reason).
-fn read_objects(dir: &Path) -> Vec<Object> {
+/// Every Device and DeviceModel of the directory's YAML files, each file read once and
+/// checked by devicetwin's own reader first (a file it would refuse at start is refused here
+/// too, with its reason, and listed as unreadable). Only a directory that cannot be read
+/// fails.
+fn read_objects(dir: &Path) -> Result<DirectoryObjects, String> {
+    use serde::Deserialize;
     use wedge_devicetwin::definition;
-    let load = match definition::load_directory(dir) {
-        Ok(load) => load,
-        Err(e) => {
-            tracing::error!("devices directory not read: {e}");
-            return Vec::new();
-        }
-    };
-    let bad: BTreeSet<PathBuf> = load
-        .errors
-        .iter()
-        .inspect(|e| tracing::error!("local device definitions: {e}"))
-        .filter_map(|e| e.file.clone())
-        .collect();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && p.extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| e == "yaml" || e == "yml")
-                && !bad.contains(p)
-        })
-        .collect();
-    files.sort();
-    let mut objects = Vec::new();
-    for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
+    let mut read = DirectoryObjects::default();
+    for file in definition::yaml_files(dir).map_err(|e| e.to_string())? {
+        let text = match definition::read_file(&file) {
+            Ok((text, _)) => text,
+            Err(e) => {
+                tracing::error!("local device definitions: {e}");
+                read.unreadable.insert(file);
+                continue;
+            }
         };
-        use serde::Deserialize;
+        let mut objects = Vec::new();
         for document in serde_norway::Deserializer::from_str(&text) {
+            // The reader above parsed every document already.
             let Ok(value) = Value::deserialize(document) else {
+                read.unreadable.insert(file.clone());
+                objects.clear();
                 break;
             };
             if let Some(key) = object_key(&value) {
-                objects.push(Object { key, value });
+                objects.push(Object {
+                    key,
+                    value,
+                    file: file.clone(),
+                });
             }
         }
+        read.objects.extend(objects);
     }
-    objects
+    Ok(read)
 }
 
 fn object_key(value: &Value) -> Option<ObjectKey> {

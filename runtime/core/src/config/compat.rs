@@ -52,6 +52,10 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.rootDirectory",
     // Docker's socket runs pods on Docker, any other endpoint on a CRI runtime.
     "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
+    // CRI container logs are rotated by these (Docker keeps its own).
+    "modules.edged.tailoredKubeletConfig.containerLogMaxFiles",
+    "modules.edged.tailoredKubeletConfig.containerLogMaxSize",
+    "modules.edged.tailoredKubeletConfig.containerLogMonitorInterval",
     // The node's kubelet port (logs, exec, attach, stats) listens here.
     "modules.edged.tailoredKubeletConfig.address",
     // Its thresholds raise the node's pressure conditions (edged does not evict pods).

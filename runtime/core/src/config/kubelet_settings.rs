@@ -7,6 +7,7 @@
 //! (`registerNode`, `remoteRuntimeEndpoint`, ...) are not read by v1.23 even
 //! when present, and not here either: the tailored key, or its default, wins.
 
+use super::duration::GoDuration;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -69,6 +70,12 @@ pub struct KubeletSettings {
     pub file_check_frequency: Duration,
     /// `modules.edged.nodeIP`: the node's address; `None` = the host's first.
     pub node_ip: Option<IpAddr>,
+    /// `containerLogMaxSize`: a CRI container log this large is rotated (`10Mi`).
+    pub container_log_max_size: String,
+    /// `containerLogMaxFiles`: log files kept per container, the current one included (5).
+    pub container_log_max_files: i32,
+    /// `containerLogMonitorInterval`: how often container logs are checked (10 s).
+    pub container_log_monitor_interval: Duration,
     /// `modules.edged.minimumGCAge`: a dead container younger than this stays.
     pub minimum_gc_age: Duration,
     /// `modules.edged.nodeLabels`: labels of the registered Node.
@@ -135,6 +142,12 @@ impl EdgeCoreConfig {
                 .unwrap_or(DEFAULT_IMAGE_MINIMUM_GC_AGE)
                 .to_std(),
             image_maximum_gc_age: (max_age.as_nanos() > 0).then(|| max_age.to_std()),
+            container_log_max_size: text(&k.container_log_max_size, "10Mi"),
+            container_log_max_files: k.container_log_max_files.unwrap_or(5),
+            container_log_monitor_interval: k
+                .container_log_monitor_interval
+                .unwrap_or(GoDuration::from_secs(10))
+                .to_std(),
             // Unset (`evictionHard: null`) means kubelet's defaults, as for every other key;
             // only an explicit `{}` turns hard eviction off. It meant none before, and
             // `wedge config print` turned that into the defaults (found by fuzzing).

@@ -256,6 +256,18 @@ fn edged(e: &Edged, v: &mut Checker) {
     kubelet(&e.tailored_kubelet_config, v);
 }
 
+/// A Kubernetes size quantity above 0: a decimal number with an optional binary (`Ki`..`Ti`)
+/// or decimal (`k`..`T`) suffix.
+fn is_positive_quantity(q: &str) -> bool {
+    let number = ["Ki", "Mi", "Gi", "Ti", "k", "M", "G", "T"]
+        .iter()
+        .find_map(|suffix| q.strip_suffix(suffix))
+        .unwrap_or(q);
+    !number.is_empty()
+        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && number.parse::<f64>().is_ok_and(|n| n > 0.0)
+}
+
 /// The `tailoredKubeletConfig` keys Wedge acts on or exposes to edged, with
 /// kubelet's own rules for them.
 fn kubelet(k: &TailoredKubeletConfig, v: &mut Checker) {
@@ -320,6 +332,25 @@ fn kubelet(k: &TailoredKubeletConfig, v: &mut Checker) {
                 format!("must not be negative, got {d}"),
             );
         }
+    }
+    if let Some(size) = &k.container_log_max_size
+        && !is_positive_quantity(size)
+    {
+        v.fail(
+            &format!("{P}.containerLogMaxSize"),
+            format!("must be a size above 0 such as 10Mi, got {size:?}"),
+        );
+    }
+    if let Some(files) = k.container_log_max_files {
+        v.at_least(&format!("{P}.containerLogMaxFiles"), files, 2, "files");
+    }
+    if let Some(d) = k.container_log_monitor_interval
+        && d.as_nanos() < 3_000_000_000
+    {
+        v.fail(
+            &format!("{P}.containerLogMonitorInterval"),
+            format!("must be at least 3s, got {d}"),
+        );
     }
     if let Some(secs) = k.node_lease_duration_seconds {
         v.at_least(&format!("{P}.nodeLeaseDurationSeconds"), secs, 1, "seconds");

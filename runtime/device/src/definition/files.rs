@@ -18,9 +18,16 @@ pub struct DirectoryLoad {
 
 /// Reads every Device and DeviceModel of one YAML file. Errors name the file (and the document).
 pub fn load_file(path: &Path) -> Result<Vec<KubeObject>, DefinitionError> {
+    read_file(path).map(|(_, objects)| objects)
+}
+
+/// [`load_file`], also giving the file's text (for a reader that wants the documents as
+/// they are written, having checked them the same way).
+pub fn read_file(path: &Path) -> Result<(String, Vec<KubeObject>), DefinitionError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| DefinitionError::new(format!("cannot read: {e}")).in_file(path.to_owned()))?;
-    parse_yaml(&text).map_err(|e| e.in_file(path.to_owned()))
+    let objects = parse_yaml(&text).map_err(|e| e.in_file(path.to_owned()))?;
+    Ok((text, objects))
 }
 
 fn is_yaml(path: &Path) -> bool {
@@ -31,11 +38,9 @@ fn is_yaml(path: &Path) -> bool {
             .is_some_and(|e| e == "yaml" || e == "yml")
 }
 
-/// Reads every `*.yaml` / `*.yml` file of `dir` (not its subdirectories), in file-name order,
-/// so a model in `00-models.yaml` is read before the devices of `10-devices.yaml`. A file that
-/// fails is reported in [`DirectoryLoad::errors`] and skipped as a whole; the others still
-/// load. Only an unreadable directory fails the call.
-pub fn load_directory(dir: &Path) -> Result<DirectoryLoad, DefinitionError> {
+/// The `*.yaml` / `*.yml` files of `dir` (not its subdirectories), in file-name order. Only
+/// an unreadable directory fails.
+pub fn yaml_files(dir: &Path) -> Result<Vec<PathBuf>, DefinitionError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         DefinitionError::new(format!("cannot read the directory: {e}")).in_file(dir.to_owned())
     })?;
@@ -45,8 +50,16 @@ pub fn load_directory(dir: &Path) -> Result<DirectoryLoad, DefinitionError> {
         .filter(|p| is_yaml(p))
         .collect();
     files.sort();
+    Ok(files)
+}
+
+/// Reads every `*.yaml` / `*.yml` file of `dir` (not its subdirectories), in file-name order,
+/// so a model in `00-models.yaml` is read before the devices of `10-devices.yaml`. A file that
+/// fails is reported in [`DirectoryLoad::errors`] and skipped as a whole; the others still
+/// load. Only an unreadable directory fails the call.
+pub fn load_directory(dir: &Path) -> Result<DirectoryLoad, DefinitionError> {
     let mut load = DirectoryLoad::default();
-    for file in files {
+    for file in yaml_files(dir)? {
         match load_file(&file) {
             Ok(objects) => load.objects.extend(objects),
             Err(e) => load.errors.push(e),

@@ -109,7 +109,8 @@ fn device_objects_from_metamanager() {
         Request::Definition {
             kind: DefinitionKind::Device,
             id: "default/thermo-1".into(),
-            deleted: false
+            deleted: false,
+            local: false,
         }
     );
     assert_eq!(
@@ -121,7 +122,17 @@ fn device_objects_from_metamanager() {
         Request::Definition {
             kind: DefinitionKind::DeviceModel,
             id: "factory/thermo".into(),
-            deleted: true
+            deleted: true,
+            local: false,
+        }
+    );
+    assert_eq!(
+        classify(&msg("devices-dir", "update", "default/device/thermo-1")),
+        Request::Definition {
+            kind: DefinitionKind::Device,
+            id: "default/thermo-1".into(),
+            deleted: false,
+            local: true,
         }
     );
     assert!(matches!(

@@ -51,6 +51,20 @@ fn call(what: impl Into<String>) -> impl FnOnce(wedge_cri::CriError) -> EngineEr
     }
 }
 
+/// The label selector of the sandboxes and containers `node`'s edged manages.
+fn managed_by(node: &str) -> HashMap<String, String> {
+    HashMap::from([
+        (labels::MANAGED.to_owned(), "true".to_owned()),
+        (labels::NODE.to_owned(), node.to_owned()),
+    ])
+}
+
+/// A container's log path within its pod's log directory: `<container>/<attempt>.log`, the
+/// attempt being its restart count (kubelet's layout).
+fn container_log_path(container: &str, attempt: u32) -> String {
+    format!("{container}/{attempt}.log")
+}
+
 /// Nanoseconds since the epoch as RFC 3339 (`0001-01-01T00:00:00Z` for 0: never).
 fn rfc3339(nanos: i64) -> String {
     if nanos <= 0 {
@@ -297,7 +311,7 @@ impl CriEngine {
         let attempt: u32 = label(&plan.labels, labels::RESTART_COUNT)
             .parse()
             .unwrap_or(0);
-        let log_path = format!("{name}/{attempt}.log");
+        let log_path = container_log_path(&name, attempt);
         let container_dir = PathBuf::from(&sandbox_config.log_directory).join(&name);
         std::fs::create_dir_all(&container_dir).map_err(|e| EngineError::Call {
             what: format!(
@@ -447,12 +461,76 @@ impl CriEngine {
         }
     }
 
+    /// Rotates the logs of `node`'s running containers that reached the policy's size
+    /// ([`crate::log_rotation`]); returns how many were rotated.
+    pub async fn rotate_logs(
+        &self,
+        node: &str,
+        policy: &crate::log_rotation::LogRotationPolicy,
+    ) -> Result<usize, EngineError> {
+        let selector = managed_by(node);
+        let running = self
+            .cri
+            .list_containers(Some(cri::ContainerFilter {
+                label_selector: selector,
+                state: Some(cri::ContainerStateValue {
+                    state: cri::ContainerState::ContainerRunning as i32,
+                }),
+                ..Default::default()
+            }))
+            .await
+            .map_err(call("list running containers"))?;
+        let mut rotated = 0;
+        for container in running {
+            let log = self.log_file(&container.labels);
+            let (policy, path) = (*policy, log.clone());
+            let now = wedge_core::time::now_ms();
+            let renamed = tokio::task::spawn_blocking(move || {
+                crate::log_rotation::rotate(&path, &policy, now)
+            })
+            .await
+            .map_err(|e| EngineError::Call {
+                what: format!("rotate {}", log.display()),
+                source: Box::new(e),
+            })?;
+            let renamed = match renamed {
+                Ok(Some(renamed)) => renamed,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(log = %log.display(), "container log not rotated: {e}");
+                    continue;
+                }
+            };
+            match self.cri.reopen_container_log(&container.id).await {
+                Ok(()) => {
+                    rotated += 1;
+                    tracing::debug!(log = %log.display(), rotated = %renamed.display(), "container log rotated");
+                }
+                Err(e) => {
+                    // The runtime still writes to the renamed file: give it its name back.
+                    tracing::warn!(log = %log.display(), "container log not rotated: the runtime did not reopen it: {e}");
+                    if let Err(e) = crate::log_rotation::undo(&log, &renamed) {
+                        tracing::warn!(log = %log.display(), "container log left at {}: {e}", renamed.display());
+                    }
+                }
+            }
+        }
+        Ok(rotated)
+    }
+
+    /// A container's log file, from its labels: its pod's log directory joined with the
+    /// [`container_log_path`] it was created with.
+    fn log_file(&self, labels_: &HashMap<String, String>) -> PathBuf {
+        let attempt = label(labels_, labels::RESTART_COUNT).parse().unwrap_or(0);
+        self.log_directory(labels_).join(container_log_path(
+            &label(labels_, labels::CONTAINER_NAME),
+            attempt,
+        ))
+    }
+
     /// Every sandbox and container of `node`'s edged.
     pub async fn list(&self, node: &str) -> Result<Vec<ManagedContainer>, EngineError> {
-        let selector = HashMap::from([
-            (labels::MANAGED.to_owned(), "true".to_owned()),
-            (labels::NODE.to_owned(), node.to_owned()),
-        ]);
+        let selector = managed_by(node);
         let sandboxes = self
             .cri
             .list_pod_sandbox(Some(cri::PodSandboxFilter {

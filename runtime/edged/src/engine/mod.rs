@@ -382,6 +382,19 @@ impl Engine {
         })
     }
 
+    /// Rotates the CRI logs of `node`'s running containers by `policy`; returns how many were
+    /// rotated. Docker keeps its own logs (its daemon's `log-opts`): nothing to do there.
+    pub async fn rotate_logs(
+        &self,
+        node: &str,
+        policy: &crate::log_rotation::LogRotationPolicy,
+    ) -> Result<usize, EngineError> {
+        match self.backend().await? {
+            Backend::Docker(_) => Ok(0),
+            Backend::Cri(e) => e.rotate_logs(node, policy).await,
+        }
+    }
+
     /// The runtime's version (`20.10.24+dfsg1`, `1.6.20~ds1`), as the node reports it.
     pub async fn version(&self) -> Result<String, EngineError> {
         dispatch!(self, e => e.version().await)

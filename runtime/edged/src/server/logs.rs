@@ -378,6 +378,7 @@ async fn file_logs(
     let mut buf = vec![0u8; READ_CHUNK];
     let mut last_check = tokio::time::Instant::now();
     let mut stopped = false;
+    let mut rotated = false;
     loop {
         let n = match file.read(&mut buf).await {
             Ok(n) => n,
@@ -405,6 +406,23 @@ async fn file_logs(
         if !request.follow || stopped || out.gone() {
             return;
         }
+        // Log rotation renamed the file away and the runtime now writes a new one at the
+        // path: once the old one has been read to its end (again, for what came in just
+        // before the rename), go on with the new one from its start.
+        if rotated {
+            match tokio::fs::File::open(&path).await {
+                Ok(next) => {
+                    file = next;
+                    rotated = false;
+                    continue;
+                }
+                Err(e) => return out.fail(format!("reopening the rotated log: {e}")).await,
+            }
+        }
+        if replaced(&file, &path).await {
+            rotated = true;
+            continue;
+        }
         if last_check.elapsed() >= RUNNING_CHECK {
             last_check = tokio::time::Instant::now();
             let running = cri
@@ -419,6 +437,17 @@ async fn file_logs(
             }
         }
         tokio::time::sleep(FOLLOW_POLL).await;
+    }
+}
+
+/// Whether `path` is now another file than the open `file` (log rotation made a new one).
+/// A path that is missing for a moment (between the rename and the runtime's reopen) is not
+/// a new file yet.
+async fn replaced(file: &tokio::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata().await, tokio::fs::metadata(path).await) {
+        (Ok(open), Ok(now)) => (open.dev(), open.ino()) != (now.dev(), now.ino()),
+        _ => false,
     }
 }
 

@@ -596,6 +596,71 @@ async fn an_exiting_container_is_restarted_per_policy_with_back_off() {
 }
 
 #[tokio::test]
+async fn a_chatty_containers_log_is_rotated_on_cri_and_left_to_docker() {
+    let name = unique("chatty");
+    // About 10 KB/s of numbered lines.
+    let chatty = pod(
+        &name,
+        json!({"containers": [sleeper(
+            "app",
+            "i=0; while true; do i=$((i+1)); echo \"line $i 01234567890123456789012345678901234567890123456789012345678901234567890123456789\"; sleep 0.01; done",
+        )]}),
+    );
+    let policy = wedge_edged::log_rotation::LogRotationPolicy {
+        max_size: 4 << 10,
+        max_files: 3,
+        interval: Duration::from_millis(300),
+    };
+    let mut node = Node::start_with(&[], None, |s| s.log_rotation = Some(policy)).await;
+    node.send("insert", &chatty).await;
+    node.wait_status(&name, |s| running(s, 1)).await;
+    node.serve_for(Duration::from_secs(4)).await;
+    let log = node
+        .root
+        .path()
+        .join("pod-logs")
+        .join(format!("default_{name}_{}", uid(&chatty)))
+        .join("app/0.log");
+    let rotated = wedge_edged::log_rotation::rotated_files(&log).unwrap_or_default();
+    let count = node.metric("wedge_edged_container_logs_rotated_total");
+    match RUNTIME {
+        common::Runtime::Docker => {
+            // Docker writes its own logs (its daemon's log-opts); edged touches none.
+            assert!(rotated.is_empty(), "{rotated:?}");
+            assert_eq!(count, 0.0);
+        }
+        common::Runtime::Cri => {
+            // ~40 KB written at 4 KiB per file: rotated many times, at most 2 rotated files
+            // kept, and the runtime writes the new file at the same path.
+            assert!(count >= 3.0, "rotations: {count}");
+            assert_eq!(rotated.len(), 2, "{rotated:?}");
+            for file in &rotated {
+                let text = std::fs::read_to_string(file).unwrap();
+                assert!(
+                    text.len() >= 4 << 10,
+                    "{} holds {} bytes",
+                    file.display(),
+                    text.len()
+                );
+            }
+            // Nothing lost at a rotation: the newest rotated file and the current one
+            // continue each other's numbering.
+            let number = |line: &str| -> Option<u64> {
+                line.split(" line ").nth(1)?.split(' ').next()?.parse().ok()
+            };
+            let last_rotated = std::fs::read_to_string(&rotated[1]).unwrap();
+            let current = std::fs::read_to_string(&log).unwrap();
+            let before = last_rotated.lines().rev().find_map(number).unwrap();
+            let after = current.lines().filter_map(number).next().unwrap();
+            assert_eq!(after, before + 1, "{last_rotated}\n---\n{current}");
+        }
+    }
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
+
+#[tokio::test]
 async fn bad_specs_and_missing_images_are_reported_and_other_pods_run() {
     let bad_volume = unique("nfs");
     let no_image = unique("ghost");
