@@ -44,9 +44,13 @@ pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let disk_pressure = free(&docker_root).unwrap_or(1.0) < 0.15;
-    for (kind, expected, reason) in [
-        ("MemoryPressure", false, "KubeletHasSufficientMemory"),
+    // Within a point of the threshold the disk may cross it between edged's reading and
+    // this one (CI fills the disk it builds on): then either value is right, with its reason.
+    let free_share = free(&docker_root).unwrap_or(1.0);
+    let disk_pressure = free_share < 0.15;
+    let disk_either = (free_share - 0.15).abs() < 0.01;
+    for (kind, expected, reason, either) in [
+        ("MemoryPressure", false, "KubeletHasSufficientMemory", false),
         (
             "DiskPressure",
             disk_pressure,
@@ -55,14 +59,23 @@ pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
             } else {
                 "KubeletHasNoDiskPressure"
             },
+            disk_either,
         ),
-        ("PIDPressure", false, "KubeletHasSufficientPID"),
+        ("PIDPressure", false, "KubeletHasSufficientPID", false),
     ] {
         let c = condition(&node, kind);
         let status = if expected { "True" } else { "False" };
+        let matches = |c: &Value| {
+            (c["status"] == status && c["reason"] == reason)
+                || (either
+                    && ((c["status"] == "True" && c["reason"] == "KubeletHasDiskPressure")
+                        || (c["status"] == "False" && c["reason"] == "KubeletHasNoDiskPressure")))
+        };
         ensure!(
-            c.is_some_and(|c| c["status"] == status && c["reason"] == reason),
-            "condition {kind}: {c:?}, expected {status} ({reason})"
+            c.is_some_and(matches),
+            "condition {kind}: {c:?}, expected {status} ({reason}); {:.1} % of the image \
+             filesystem free",
+            free_share * 100.0
         );
     }
     for c in status["conditions"].as_array().into_iter().flatten() {

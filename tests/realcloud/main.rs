@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use wedge_tests::realcloud::{RealCloud, RealNode, RealNodeOptions};
+use wedge_tests::tally::Tally;
 
 /// What every check gets: the cloud and the joined node.
 pub struct Bed {
@@ -97,24 +98,16 @@ fn main() -> ExitCode {
             Box::new(device::twin_reports_through_an_outage_end_at_the_edges_value),
         ),
     ];
-    let (mut passed, mut failed) = (0, 0);
+    let mut tally = Tally::new("realcloud");
     for (name, check) in checks {
         if !wanted(name) {
             continue;
         }
         let at = Instant::now();
-        match check(&mut bed) {
-            Ok(()) => {
-                passed += 1;
-                println!("test {name} ... ok ({:.1?})", at.elapsed());
-            }
-            Err(e) => {
-                failed += 1;
-                println!("test {name} ... FAILED ({:.1?})\n{e:#}", at.elapsed());
-            }
-        }
+        let outcome = check(&mut bed);
+        tally.record(name, at.elapsed(), outcome);
     }
-    if failed > 0 {
+    if tally.failed() {
         println!("--- wedge log (last 60 lines) ---");
         let log = bed.node.daemon.log();
         let lines: Vec<&str> = log.lines().rev().take(60).collect();
@@ -126,12 +119,7 @@ fn main() -> ExitCode {
     if let Err(e) = bed.node.stop() {
         println!("realcloud: cleaning up the node failed: {e:#}");
     }
-    println!("realcloud: {passed} passed, {failed} failed");
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    tally.finish()
 }
 
 fn setup() -> Result<Bed> {

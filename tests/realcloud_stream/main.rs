@@ -1,7 +1,8 @@
-//! `kubectl logs`, `exec`, `attach` and the node's stats on Wedge nodes, through the real
-//! KubeEdge cloud of `../shared/realcloud` with `cloudStream` on: kubectl → kube-apiserver →
-//! (DNAT, as CloudCore's iptablesManager does) CloudCore's stream server → the tunnel → the
-//! node's EdgeStream → edged's kubelet port → Docker or containerd.
+//! `kubectl logs`, `exec`, `attach` and the node's stats on Wedge nodes (and the logs of a Wasm
+//! pod), through the real KubeEdge cloud of `../shared/realcloud` with `cloudStream` on:
+//! kubectl → kube-apiserver → (DNAT, as CloudCore's iptablesManager does) CloudCore's stream
+//! server → the tunnel → the node's EdgeStream → edged's kubelet port → Docker, containerd or
+//! the Wasm host.
 //!
 //! Two Wedge nodes join one cloud, joined as an operator joins them (`wedge join`) with
 //! `modules.edgeStream.enable`, a `nodeIP` and their own `readOnlyPort`: one runs its pods on
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use serde_json::Value;
 use wedge_tests::realcloud::{Dnat, Kubectl, RealCloud, RealNode, RealNodeOptions, wait_for};
+use wedge_tests::tally::Tally;
 
 /// The CRI socket `.ci/setup` starts.
 const CRI_ENDPOINT: &str = "unix:///run/wedge-ci-containerd/containerd.sock";
@@ -69,7 +71,7 @@ fn main() -> ExitCode {
         bed.nodes.len(),
         started.elapsed()
     );
-    let checks: [(&str, Check); 8] = [
+    let checks: [(&str, Check); 9] = [
         ("logs_with_kubectls_options", logs_with_kubectls_options),
         (
             "logs_follow_streams_new_lines",
@@ -99,32 +101,20 @@ fn main() -> ExitCode {
             "resource_metrics_through_the_node_proxy",
             resource_metrics_through_the_node_proxy,
         ),
+        (
+            "wasm_pod_logs_are_the_modules_log",
+            wasm_pod_logs_are_the_modules_log,
+        ),
     ];
-    let (mut passed, mut failed) = (0, 0);
+    let mut tally = Tally::new("realcloud_stream");
     for node in &bed.nodes {
         for (name, check) in checks {
             if !wanted(name) {
                 continue;
             }
             let at = Instant::now();
-            match check(&bed, node) {
-                Ok(()) => {
-                    passed += 1;
-                    println!(
-                        "test {name} [{}] ... ok ({:.1?})",
-                        node.runtime,
-                        at.elapsed()
-                    );
-                }
-                Err(e) => {
-                    failed += 1;
-                    println!(
-                        "test {name} [{}] ... FAILED ({:.1?})\n{e:#}",
-                        node.runtime,
-                        at.elapsed()
-                    );
-                }
-            }
+            let outcome = check(&bed, node);
+            tally.record(&format!("{name} [{}]", node.runtime), at.elapsed(), outcome);
         }
         if let Some(rounds) = bench
             && let Err(e) = timings(&bed, node, rounds)
@@ -132,7 +122,7 @@ fn main() -> ExitCode {
             println!("bench [{}]: {e:#}", node.runtime);
         }
     }
-    if failed > 0 {
+    if tally.failed() {
         for node in &bed.nodes {
             println!("--- wedge log of {} (last 60 lines) ---", node.node.name);
             let log = node.node.daemon.log();
@@ -161,12 +151,7 @@ fn main() -> ExitCode {
             );
         }
     }
-    println!("realcloud_stream: {passed} passed, {failed} failed");
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    tally.finish()
 }
 
 /// The pod each node runs: `main` prints a numbered line every 0.2 s and echoes its stdin;
@@ -323,6 +308,14 @@ fn lines_within(mut child: Child, window: Duration) -> Result<Vec<(Duration, Str
     Ok(lines)
 }
 
+/// A kubectl that streams (`logs -f`, `attach`), its output piped for [`lines_within`].
+fn streaming(bed: &Bed, args: &[&str]) -> Result<Child> {
+    Ok(kubectl_command(bed, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?)
+}
+
 /// The number in a `line N` output line.
 fn line_number(line: &str) -> Option<u64> {
     line.trim().strip_prefix("line ")?.trim().parse().ok()
@@ -375,10 +368,7 @@ fn logs_with_kubectls_options(bed: &Bed, node: &StreamNode) -> Result<()> {
 
 fn logs_follow_streams_new_lines(bed: &Bed, node: &StreamNode) -> Result<()> {
     let pod = talker(node);
-    let child = kubectl_command(bed, &["logs", "-f", &pod, "-c", "main", "--tail=1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let child = streaming(bed, &["logs", "-f", &pod, "-c", "main", "--tail=1"])?;
     let lines = lines_within(child, Duration::from_secs(4))?;
     let numbers: Vec<u64> = lines.iter().filter_map(|(_, l)| line_number(l)).collect();
     ensure!(
@@ -539,10 +529,7 @@ fn exec_it_runs_an_interactive_shell_on_a_tty(bed: &Bed, node: &StreamNode) -> R
 
 fn attach_streams_the_main_process(bed: &Bed, node: &StreamNode) -> Result<()> {
     let pod = talker(node);
-    let child = kubectl_command(bed, &["attach", &pod, "-c", "main"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let child = streaming(bed, &["attach", &pod, "-c", "main"])?;
     let lines = lines_within(child, Duration::from_secs(4))?;
     let numbers: Vec<u64> = lines.iter().filter_map(|(_, l)| line_number(l)).collect();
     ensure!(
@@ -607,6 +594,106 @@ fn resource_metrics_through_the_node_proxy(bed: &Bed, node: &StreamNode) -> Resu
             "{wanted:?} not in /metrics/resource:\n{text}"
         );
     }
+    Ok(())
+}
+
+/// A Wasm pod (its module from a ConfigMap, as an operator ships one): `kubectl logs` is the
+/// module's guest log, `-f` follows it as the module writes (here: a Device of its protocol
+/// arrives and the mapper says it simulates it), and `kubectl exec` is refused with a reason
+/// (a module has no process to run a command in).
+fn wasm_pod_logs_are_the_modules_log(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let (pod, configmap, device) = (
+        format!("wasm-{}", node.runtime),
+        format!("wasm-module-{}", node.runtime),
+        format!("wasm-logs-{}", node.runtime),
+    );
+    let module =
+        wedge_tests::guests::try_module("virtual-thermometer").map_err(anyhow::Error::msg)?;
+    let from_file = format!("--from-file=virtual-thermometer.wasm={}", module.display());
+    let _ = bed
+        .cloud
+        .kubectl(&["delete", "configmap", &configmap, "--ignore-not-found"]);
+    kubectl_ok(bed, &["create", "configmap", &configmap, &from_file])?;
+    bed.cloud.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: default\nspec:\n  \
+         nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  containers:\n  \
+         - name: thermometer\n    image: configmap://{configmap}/virtual-thermometer.wasm\n",
+        node = node.node.name,
+    ))?;
+    let outcome = wasm_pod_checks(bed, node, &pod, &device);
+    let _ = bed
+        .cloud
+        .kubectl(&["delete", "device", &device, "--ignore-not-found"]);
+    let _ = bed.cloud.kubectl(&[
+        "delete",
+        "devicemodel",
+        "wasm-logs-model",
+        "--ignore-not-found",
+    ]);
+    let _ = bed
+        .cloud
+        .kubectl(&["delete", "pod", &pod, "--wait=true", "--timeout=60s"]);
+    let _ = bed.cloud.kubectl(&["delete", "configmap", &configmap]);
+    outcome
+}
+
+fn wasm_pod_checks(bed: &Bed, node: &StreamNode, pod: &str, device: &str) -> Result<()> {
+    wait_for("the Wasm pod runs", Duration::from_secs(90), || {
+        let p = bed.cloud.get(&["pod", pod])?;
+        Ok((p["status"]["phase"] == "Running").then_some(()))
+    })?;
+    let log = wait_for(
+        "the module's first log line",
+        Duration::from_secs(30),
+        || {
+            let out = kubectl(bed, &["logs", pod, "-c", "thermometer"], None)?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            Ok((out.status.success() && !text.is_empty()).then_some(text))
+        },
+    )?;
+    ensure!(
+        log.lines()
+            .any(|l| l.starts_with("INFO virtual-thermometer ready")),
+        "kubectl logs of the Wasm pod: {log:?}"
+    );
+    let stamped = kubectl_ok(
+        bed,
+        &["logs", pod, "-c", "thermometer", "--tail=1", "--timestamps"],
+    )?;
+    let (time, text) = stamped
+        .trim_end()
+        .split_once(' ')
+        .with_context(|| format!("--timestamps gave {stamped:?}"))?;
+    ensure!(
+        time.starts_with("20") && time.ends_with('Z') && text.starts_with("INFO "),
+        "--timestamps --tail=1 of the Wasm pod: {stamped:?}"
+    );
+    let follow = streaming(bed, &["logs", "-f", pod, "-c", "thermometer"])?;
+    std::thread::sleep(Duration::from_secs(1));
+    bed.cloud.apply(&format!(
+        "apiVersion: devices.kubeedge.io/v1beta1\nkind: DeviceModel\nmetadata:\n  \
+         name: wasm-logs-model\n  namespace: default\nspec:\n  protocol: virtual\n  \
+         properties:\n  - name: temperature\n    type: INT\n    accessMode: ReadOnly\n\
+         ---\napiVersion: devices.kubeedge.io/v1beta1\nkind: Device\nmetadata:\n  \
+         name: {device}\n  namespace: default\nspec:\n  deviceModelRef:\n    \
+         name: wasm-logs-model\n  nodeName: {node}\n  protocol:\n    protocolName: virtual\n  \
+         properties:\n  - name: temperature\n    collectCycle: 1000\n    visitors:\n      \
+         protocolName: virtual\n      configData: {{}}\n",
+        node = node.node.name,
+    ))?;
+    let lines = lines_within(follow, Duration::from_secs(10))?;
+    ensure!(
+        lines
+            .iter()
+            .any(|(_, l)| l.starts_with("INFO simulating") && l.contains(device)),
+        "kubectl logs -f of the Wasm pod did not show the new device: {lines:?}"
+    );
+    let exec = kubectl(bed, &["exec", pod, "-c", "thermometer", "--", "true"], None)?;
+    let said = String::from_utf8_lossy(&exec.stderr);
+    ensure!(
+        !exec.status.success() && said.contains("Wasm"),
+        "kubectl exec into a Wasm container: {exec:?}"
+    );
     Ok(())
 }
 

@@ -20,6 +20,7 @@ pub mod mosquitto;
 pub mod mqtt;
 pub mod node;
 pub mod realcloud;
+pub mod tally;
 pub mod twin_fixtures;
 pub mod wasm_node;
 
@@ -51,12 +52,35 @@ pub fn wedge_bin() -> PathBuf {
     bin
 }
 
-/// A loopback port that was free a moment ago.
+/// A loopback port that was free a moment ago, never the same twice in one process.
+///
+/// Drawn at random below the kernel's ephemeral range (32768–60999 here): a port the kernel
+/// handed out would be free again once released, and the next outgoing connection of any
+/// test may take it as its source port before the daemon that was given it binds it (seen as
+/// `Address already in use` at a node's start). Falls back to a kernel-chosen port when no
+/// random one binds.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
+    use std::hash::{BuildHasher, RandomState};
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for attempt in 0u64..2_000 {
+        let random = RandomState::new().hash_one(attempt);
+        let port = 20_000 + (random % 12_000) as u16;
+        if given.contains(&port) {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return port;
+        }
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .expect("bind an ephemeral loopback port")
+        .expect("bind an ephemeral loopback port");
+    given.insert(port);
+    port
 }
 
 /// Where a node's admin API is reached: its TCP address (`--admin-addr`) or its unix socket

@@ -151,8 +151,18 @@ pub async fn report(
             _ = status_tick.tick() => {}
         }
         let host = HostInfo::read(&settings.root_directory);
+        // Read before registering, so the node object the cloud first sees says what the
+        // machine is under (a node registered with `DiskPressure` false on a full disk would
+        // show so until its first status).
+        let signals =
+            pressure::Signals::read(&settings.root_directory, settings.image_root.as_deref());
+        let pressure = pressure::Pressure::of(&settings.thresholds, &signals);
+        if pressure != conditions.pressure {
+            tracing::warn!(node = %node, ?pressure, ?signals, "node pressure changed");
+        }
+        conditions.observe(pressure, now_ms());
         if lease_task.is_none() {
-            match register(&bus, &settings, &host, &runtime_version).await {
+            match register(&bus, &settings, &host, &runtime_version, &conditions).await {
                 Some(uid) => {
                     if uid.is_some() {
                         uid_tx.send_replace(uid);
@@ -171,13 +181,6 @@ pub async fn report(
                 }
             }
         }
-        let signals =
-            pressure::Signals::read(&settings.root_directory, settings.image_root.as_deref());
-        let pressure = pressure::Pressure::of(&settings.thresholds, &signals);
-        if pressure != conditions.pressure {
-            tracing::warn!(node = %node, ?pressure, ?signals, "node pressure changed");
-        }
-        conditions.observe(pressure, now_ms());
         let status = node_status(&settings, &host, &runtime_version, now_ms(), &conditions);
         let due = match &last_sent {
             None => true,
@@ -232,9 +235,10 @@ async fn register(
     settings: &NodeReportSettings,
     host: &HostInfo,
     version: &str,
+    conditions: &status::NodeConditions,
 ) -> Option<Option<String>> {
     let node = &settings.node;
-    let object = node_object(settings, host, version, now_ms());
+    let object = node_object(settings, host, version, now_ms(), conditions);
     let content = Content::json(&object).unwrap_or_else(|_| Content::null());
     let resource = format!("null/node/{node}");
     match call(

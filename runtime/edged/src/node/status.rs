@@ -59,15 +59,10 @@ pub fn node_object(
     host: &HostInfo,
     runtime_version: &str,
     now_ms: i64,
+    conditions: &NodeConditions,
 ) -> Value {
     let node = &settings.node;
-    let mut status = node_status(
-        settings,
-        host,
-        runtime_version,
-        now_ms,
-        &NodeConditions::new(now_ms),
-    );
+    let mut status = node_status(settings, host, runtime_version, now_ms, conditions);
     // The kubelet port goes only into the registration, as edgecore's kubelet does: CloudCore
     // writes its own tunnel port there whenever the node's EdgeStream tunnel connects, and a
     // status update carrying ours would overwrite it (the apiserver would then dial a port
@@ -234,7 +229,8 @@ mod tests {
     #[test]
     fn the_status_has_what_a_kubelet_reports() {
         let settings = NodeReportSettings::new("edge-1");
-        let node = node_object(&settings, &host(), "20.10.24", 1_700_000_000_000);
+        let at = 1_700_000_000_000;
+        let node = node_object(&settings, &host(), "20.10.24", at, &NodeConditions::new(at));
         assert_eq!(node["metadata"]["name"], "edge-1");
         assert!(node["metadata"]["labels"]["node-role.kubernetes.io/edge"].is_string());
         assert_eq!(

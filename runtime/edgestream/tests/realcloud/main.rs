@@ -28,6 +28,7 @@ use anyhow::{Context, Result, bail, ensure};
 use tokio_util::sync::CancellationToken;
 use wedge_edgestream::{Credentials, EdgeStream, Stats, TunnelConfig};
 use wedge_tests::realcloud::{Dnat, Kubectl, RealCloud, bin_dir, wait_for};
+use wedge_tests::tally::Tally;
 
 use apiserver::Api;
 use kubelet::{Kubelet, LOG_TEXT, METRICS_AS_RELAYED, SUMMARY};
@@ -128,31 +129,21 @@ fn main() -> ExitCode {
         ),
         ("counters", counters),
     ];
-    let (mut passed, mut failed) = (0, 0);
+    let mut tally = Tally::new("edgestream realcloud");
     for (name, check) in checks {
         if !wanted(name) {
             continue;
         }
         let t = Instant::now();
-        match check(&mut bed) {
-            Ok(()) => {
-                passed += 1;
-                println!("ok     {name} ({:.1?})", t.elapsed());
-            }
-            Err(e) => {
-                failed += 1;
-                println!("FAILED {name} ({:.1?}): {e:#}", t.elapsed());
-                println!("{}", bed.cloud.logs_tail());
-            }
+        let outcome = check(&mut bed);
+        let failed = outcome.is_err();
+        tally.record(name, t.elapsed(), outcome);
+        if failed {
+            println!("{}", bed.cloud.logs_tail());
         }
     }
     drop(bed);
-    println!("edgestream realcloud: {passed} passed, {failed} failed");
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    tally.finish()
 }
 
 fn setup() -> Result<Bed> {
