@@ -71,7 +71,7 @@ fn main() -> ExitCode {
         bed.nodes.len(),
         started.elapsed()
     );
-    let checks: [(&str, Check); 9] = [
+    let checks: [(&str, Check); 10] = [
         ("logs_with_kubectls_options", logs_with_kubectls_options),
         (
             "logs_follow_streams_new_lines",
@@ -104,6 +104,10 @@ fn main() -> ExitCode {
         (
             "wasm_pod_logs_are_the_modules_log",
             wasm_pod_logs_are_the_modules_log,
+        ),
+        (
+            "logs_of_a_terminating_pod_are_served",
+            logs_of_a_terminating_pod_are_served,
         ),
     ];
     let mut tally = Tally::new("realcloud_stream");
@@ -594,6 +598,58 @@ fn resource_metrics_through_the_node_proxy(bed: &Bed, node: &StreamNode) -> Resu
             "{wanted:?} not in /metrics/resource:\n{text}"
         );
     }
+    Ok(())
+}
+
+/// A pod in its grace period still answers `kubectl logs`, as kubelet's does: its container
+/// traps SIGTERM and says so, and that line is read while the pod is `Terminating`.
+fn logs_of_a_terminating_pod_are_served(bed: &Bed, node: &StreamNode) -> Result<()> {
+    let pod = format!("stopping-{}", node.runtime);
+    bed.cloud.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: default\nspec:\n  \
+         nodeName: {node}\n  terminationGracePeriodSeconds: 60\n  containers:\n  \
+         - name: main\n    image: wedge-test/busybox:1\n    imagePullPolicy: Never\n    \
+         command: [\"sh\", \"-c\", \"trap 'echo got SIGTERM, finishing' TERM; echo started; \
+         while true; do sleep 0.2; done\"]\n",
+        node = node.node.name,
+    ))?;
+    let outcome = terminating_logs(bed, &pod);
+    let _ = bed.cloud.kubectl(&[
+        "delete",
+        "pod",
+        &pod,
+        "--force",
+        "--grace-period=0",
+        "--ignore-not-found",
+    ]);
+    outcome
+}
+
+fn terminating_logs(bed: &Bed, pod: &str) -> Result<()> {
+    wait_for("the pod runs", Duration::from_secs(90), || {
+        let out = kubectl(bed, &["logs", pod], None)?;
+        Ok(
+            (out.status.success() && String::from_utf8_lossy(&out.stdout).contains("started"))
+                .then_some(()),
+        )
+    })?;
+    kubectl_ok(bed, &["delete", "pod", pod, "--wait=false"])?;
+    let text = wait_for(
+        "the container's SIGTERM line in kubectl logs",
+        Duration::from_secs(30),
+        || {
+            let out = kubectl(bed, &["logs", pod], None)?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            Ok((out.status.success() && text.contains("got SIGTERM")).then_some(text))
+        },
+    )?;
+    let object = bed.cloud.get(&["pod", pod])?;
+    ensure!(
+        object["metadata"]["deletionTimestamp"].is_string(),
+        "the pod is not terminating any more: {}",
+        object["metadata"]
+    );
+    ensure!(text.starts_with("started"), "logs: {text:?}");
     Ok(())
 }
 

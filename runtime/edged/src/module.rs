@@ -365,7 +365,7 @@ impl SyncLoop {
         let grace = pod.termination_grace();
         tracing::info!(pod = %pod.key(), ?grace, "pod terminating (deletionTimestamp set)");
         let state = self.desired.remove(&uid).map(|d| d.state);
-        self.directory.remove(&uid);
+        self.directory.terminating(&uid);
         self.stop_tracking(&uid);
         self.killing.insert(
             uid.clone(),
@@ -391,7 +391,7 @@ impl SyncLoop {
             return;
         };
         tracing::info!(pod = %d.pod.key(), "pod deleted");
-        self.directory.remove(uid);
+        self.directory.terminating(uid);
         self.stop_tracking(uid);
         let grace = grace.unwrap_or_else(|| d.pod.termination_grace());
         self.killing.insert(
@@ -673,6 +673,7 @@ impl SyncLoop {
             self.killing.remove(&uid);
             if !self.desired.contains_key(&uid) {
                 self.last_done.remove(&uid);
+                self.directory.remove(&uid);
             }
         }
         self.report_due |= outcome.changed;
