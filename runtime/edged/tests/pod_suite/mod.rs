@@ -595,6 +595,9 @@ async fn an_exiting_container_is_restarted_per_policy_with_back_off() {
     remove_all(&name).await;
 }
 
+/// A container writing ~12 KB/s under a 4 KiB policy: on CRI its log is rotated by kubelet's
+/// rules, nothing is lost at a rotation, and `kubectl logs -f` (the node's `/containerLogs`
+/// with `follow`) reads on across every rotation; Docker's logs are left to dockerd.
 #[tokio::test]
 async fn a_chatty_containers_log_is_rotated_on_cri_and_left_to_docker() {
     let name = unique("chatty");
@@ -611,10 +614,28 @@ async fn a_chatty_containers_log_is_rotated_on_cri_and_left_to_docker() {
         max_files: 3,
         interval: Duration::from_millis(300),
     };
-    let mut node = Node::start_with(&[], None, |s| s.log_rotation = Some(policy)).await;
+    // The node's kubelet port, so `kubectl logs -f`'s request can follow the file while it
+    // is rotated under it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let mut node = Node::start_with(&[], None, |s| {
+        s.log_rotation = Some(policy);
+        s.server = Some(wedge_edged::server::ServerSettings::new(
+            s.node_name.clone(),
+            port,
+        ));
+    })
+    .await;
     node.send("insert", &chatty).await;
     node.wait_status(&name, |s| running(s, 1)).await;
+    let follower = tokio::spawn(follow_for(
+        port,
+        format!("/containerLogs/default/{name}/app?follow=true"),
+        Duration::from_millis(4500),
+    ));
     node.serve_for(Duration::from_secs(4)).await;
+    let followed = follower.await.unwrap();
     let log = node
         .root
         .path()
@@ -653,11 +674,42 @@ async fn a_chatty_containers_log_is_rotated_on_cri_and_left_to_docker() {
             let before = last_rotated.lines().rev().find_map(number).unwrap();
             let after = current.lines().filter_map(number).next().unwrap();
             assert_eq!(after, before + 1, "{last_rotated}\n---\n{current}");
+            // The follower read on across every rotation: one run of numbers, none missing
+            // or twice, well past the first file.
+            let numbers: Vec<u64> = followed
+                .lines()
+                .filter_map(|l| l.strip_prefix("line ")?.split(' ').next()?.parse().ok())
+                .collect();
+            assert!(
+                numbers.len() > 100,
+                "followed {} lines: {followed}",
+                numbers.len()
+            );
+            for pair in numbers.windows(2) {
+                assert_eq!(pair[1], pair[0] + 1, "the followed log skips: {pair:?}");
+            }
         }
     }
     let name = node.name.clone();
     node.stop().await;
     remove_all(&name).await;
+}
+
+/// What a `GET path` on the node's kubelet port answers within `window` (the body, read as an
+/// HTTP/1.0 client reads one: to the end of the connection).
+async fn follow_for(port: std::net::SocketAddr, path: String, window: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(port).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(window, stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    assert!(head.starts_with("HTTP/1.0 200"), "{head}\n\n{body}");
+    body.to_owned()
 }
 
 #[tokio::test]
