@@ -110,6 +110,9 @@ pub struct EdgedSettings {
     /// The node's kubelet port (logs, exec, attach, stats: [`crate::server`]); `None` serves
     /// none (tests of pods alone).
     pub server: Option<crate::server::ServerSettings>,
+    /// Kubelet's `seccompDefault`: a container whose pod and spec name no seccomp profile runs
+    /// under the runtime's default one when set, unconfined when not (kubelet's default).
+    pub seccomp_default: bool,
 }
 
 impl EdgedSettings {
@@ -142,6 +145,7 @@ impl EdgedSettings {
             image_gc_period: Duration::from_secs(300),
             image_gc: crate::gc::ImageGcPolicy::default(),
             log_rotation: Some(crate::log_rotation::LogRotationPolicy::default()),
+            seccomp_default: false,
             image_disk: crate::disk::DiskSource::default(),
             module_fetch: crate::module_fetch::FetchSettings::new(root.join("wasm-modules")),
             server: None,

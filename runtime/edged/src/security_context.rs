@@ -14,7 +14,9 @@
 //! - `sysctls` → Docker sysctls: `net.*` on the pod's sandbox, owner of the network namespace
 //!   ([`sandbox_sysctls`]), the others (IPC: edged shares no IPC namespace) on each container.
 //! - `seccompProfile`/`appArmorProfile` `Unconfined` → `seccomp=unconfined`/`apparmor=unconfined`;
-//!   `RuntimeDefault` (and unset) is Docker's default profile; `Localhost` is refused.
+//!   `RuntimeDefault` is the runtime's default profile; `Localhost` is refused. No seccomp
+//!   profile at all follows kubelet's `seccompDefault` ([`apply_seccomp_default`]):
+//!   unconfined unless it is set. No AppArmor profile is the runtime's default.
 //! - `seLinuxOptions`, `procMount: Unmasked`, `supplementalGroupsPolicy: Strict` are refused;
 //!   `windowsOptions` is ignored, as kubelet ignores it on Linux.
 
@@ -194,6 +196,20 @@ impl<'a> Effective<'a> {
                 .and_then(|c| c.app_armor_profile.as_ref())
                 .or(p.and_then(|p| p.app_armor_profile.as_ref())),
         }
+    }
+}
+
+/// Kubelet's `seccompDefault` for a container that names no seccomp profile (nor does its
+/// pod): the runtime's default profile when `runtime_default`, else unconfined, as kubelet
+/// asks the runtime for by default. A profile the pod or container names is left as it is.
+pub fn apply_seccomp_default(
+    plan: &mut SecurityPlan,
+    pod: &Pod,
+    container: &Container,
+    runtime_default: bool,
+) {
+    if Effective::of(pod, container).seccomp.is_none() && !runtime_default {
+        plan.security_opt.push("seccomp=unconfined".to_owned());
     }
 }
 
@@ -605,6 +621,28 @@ mod tests {
 
     fn first(p: &Pod, sandboxed: bool) -> SecurityPlan {
         container_security(p, &p.spec.containers[0], sandboxed)
+    }
+
+    #[test]
+    fn seccomp_default_decides_only_where_no_profile_is_named() {
+        let unset = pod(serde_json::json!({}));
+        let named = pod(
+            serde_json::json!({"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}}),
+        );
+        for (p, runtime_default, unconfined) in [
+            (&unset, false, true),
+            (&unset, true, false),
+            (&named, false, false),
+            (&named, true, false),
+        ] {
+            let mut plan = first(p, true);
+            apply_seccomp_default(&mut plan, p, &p.spec.containers[0], runtime_default);
+            assert_eq!(
+                plan.security_opt.contains(&"seccomp=unconfined".to_owned()),
+                unconfined,
+                "{runtime_default}: {plan:?}"
+            );
+        }
     }
 
     #[test]

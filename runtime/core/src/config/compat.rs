@@ -50,6 +50,7 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.podSandboxImage",
     "modules.edged.registerNodeNamespace",
     "modules.edged.rootDirectory",
+    "modules.edged.seccompDefault",
     // Docker's socket runs pods on Docker, any other endpoint on a CRI runtime.
     "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
     // CRI container logs are rotated by these (Docker keeps its own).
@@ -69,6 +70,8 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.tailoredKubeletConfig.nodeStatusReportFrequency",
     "modules.edged.tailoredKubeletConfig.nodeStatusUpdateFrequency",
     "modules.edged.tailoredKubeletConfig.readOnlyPort",
+    // Unset: containers without a seccomp profile run unconfined, as kubelet runs them.
+    "modules.edged.tailoredKubeletConfig.seccompDefault",
 ];
 
 /// Maps whose keys are data, not config keys: compared and named whole.

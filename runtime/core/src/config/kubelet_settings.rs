@@ -76,6 +76,10 @@ pub struct KubeletSettings {
     pub container_log_max_files: i32,
     /// `containerLogMonitorInterval`: how often container logs are checked (10 s).
     pub container_log_monitor_interval: Duration,
+    /// `seccompDefault` (or the flag form `modules.edged.seccompDefault`, which wins when
+    /// given): containers that name no seccomp profile get the runtime's default (false:
+    /// they run unconfined, as under kubelet).
+    pub seccomp_default: bool,
     /// `modules.edged.minimumGCAge`: a dead container younger than this stays.
     pub minimum_gc_age: Duration,
     /// `modules.edged.nodeLabels`: labels of the registered Node.
@@ -148,6 +152,7 @@ impl EdgeCoreConfig {
                 .container_log_monitor_interval
                 .unwrap_or(GoDuration::from_secs(10))
                 .to_std(),
+            seccomp_default: edged.seccomp_default.or(k.seccomp_default).unwrap_or(false),
             // Unset (`evictionHard: null`) means kubelet's defaults, as for every other key;
             // only an explicit `{}` turns hard eviction off. It meant none before, and
             // `wedge config print` turned that into the defaults (found by fuzzing).
@@ -209,6 +214,18 @@ mod tests {
 
     /// Fuzzing regression: `evictionHard: null` gave no thresholds, its printed config the
     /// defaults.
+    #[test]
+    fn seccomp_default_is_off_and_its_flag_form_wins() {
+        assert!(!EdgeCoreConfig::default().kubelet().seccomp_default);
+        let tailored =
+            "modules:\n  edged:\n    tailoredKubeletConfig:\n      seccompDefault: true\n";
+        let c = EdgeCoreConfig::from_yaml_str(tailored).unwrap();
+        assert!(c.kubelet().seccomp_default);
+        let both = "modules:\n  edged:\n    seccompDefault: false\n    tailoredKubeletConfig:\n      seccompDefault: true\n";
+        let c = EdgeCoreConfig::from_yaml_str(both).unwrap();
+        assert!(!c.kubelet().seccomp_default);
+    }
+
     #[test]
     fn null_eviction_hard_is_the_default_and_survives_printing() {
         let text = "modules:\n  edged:\n    tailoredKubeletConfig:\n      evictionHard: null\n";

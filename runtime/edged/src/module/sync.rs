@@ -678,7 +678,7 @@ impl PodSync {
                 .ensure_image(&spec.image, spec.pull_policy(), &credentials)
                 .await?;
             self.engine.verify_run_as_non_root(pod, spec).await?;
-            let plan = container_plan(
+            let mut plan = container_plan(
                 &settings.node_name,
                 pod,
                 spec,
@@ -688,6 +688,12 @@ impl PodSync {
                 sandbox_id,
             )
             .map_err(|e| config_error(e.message))?;
+            crate::security_context::apply_seccomp_default(
+                &mut plan.security,
+                pod,
+                spec,
+                settings.seccomp_default,
+            );
             let id = self.engine.create(&plan).await?;
             sandbox.running().await?;
             self.engine.start(&id).await

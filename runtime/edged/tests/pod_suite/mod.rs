@@ -18,6 +18,7 @@ use wedge_core::health::Health;
 use wedge_core::module::{SupervisionSettings, Supervisor};
 use wedge_core::{Bus, Content, Message};
 use wedge_edged::engine::{Engine, ManagedContainer};
+use wedge_edged::server::ServerSettings;
 use wedge_edged::{Edged, EdgedSettings};
 
 /// A node with edged and the test as metamanager.
@@ -616,20 +617,15 @@ async fn a_chatty_containers_log_is_rotated_on_cri_and_left_to_docker() {
     };
     // The node's kubelet port, so `kubectl logs -f`'s request can follow the file while it
     // is rotated under it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap();
+    let port = kubelet_port();
     let mut node = Node::start_with(&[], None, |s| {
         s.log_rotation = Some(policy);
-        s.server = Some(wedge_edged::server::ServerSettings::new(
-            s.node_name.clone(),
-            port,
-        ));
+        s.server = Some(ServerSettings::new(s.node_name.clone(), port));
     })
     .await;
     node.send("insert", &chatty).await;
     node.wait_status(&name, |s| running(s, 1)).await;
-    let follower = tokio::spawn(follow_for(
+    let follower = tokio::spawn(kubelet_get(
         port,
         format!("/containerLogs/default/{name}/app?follow=true"),
         Duration::from_millis(4500),
@@ -695,9 +691,16 @@ async fn a_chatty_containers_log_is_rotated_on_cri_and_left_to_docker() {
     remove_all(&name).await;
 }
 
+/// A loopback address for a node's kubelet port.
+fn kubelet_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+}
+
 /// What a `GET path` on the node's kubelet port answers within `window` (the body, read as an
 /// HTTP/1.0 client reads one: to the end of the connection).
-async fn follow_for(port: std::net::SocketAddr, path: String, window: Duration) -> String {
+async fn kubelet_get(port: std::net::SocketAddr, path: String, window: Duration) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(port).await.unwrap();
     stream
@@ -710,6 +713,51 @@ async fn follow_for(port: std::net::SocketAddr, path: String, window: Duration) 
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     assert!(head.starts_with("HTTP/1.0 200"), "{head}\n\n{body}");
     body.to_owned()
+}
+
+/// Kubelet's `seccompDefault`: a container that names no seccomp profile runs unconfined
+/// (kubelet's default) or, with the key set, under the runtime's default profile; a profile
+/// the container names is kept either way. Read from the kernel (`Seccomp:` in
+/// `/proc/self/status`: 0 none, 2 a filter) through the node's `/containerLogs`.
+#[tokio::test]
+async fn seccomp_default_decides_for_containers_that_name_no_profile() {
+    for runtime_default in [false, true] {
+        let name = unique("seccomp");
+        let report = "busybox grep Seccomp: /proc/self/status; sleep 3600";
+        let mut p = pod(
+            &name,
+            json!({"containers": [sleeper("plain", report), sleeper("asked", report)]}),
+        );
+        p["spec"]["containers"][1]["securityContext"] =
+            json!({"seccompProfile": {"type": "RuntimeDefault"}});
+        let port = kubelet_port();
+        let mut node = Node::start_with(&[], None, |s| {
+            s.seccomp_default = runtime_default;
+            s.server = Some(ServerSettings::new(s.node_name.clone(), port));
+        })
+        .await;
+        node.send("insert", &p).await;
+        node.wait_status(&name, |s| running(s, 2)).await;
+        let plain = if runtime_default { 2 } else { 0 };
+        for (container, mode) in [("plain", plain), ("asked", 2)] {
+            let path = format!("/containerLogs/default/{name}/{container}");
+            let deadline = Instant::now() + WAIT;
+            let out = loop {
+                let out = kubelet_get(port, path.clone(), Duration::from_secs(5)).await;
+                if out.contains("Seccomp:") || Instant::now() > deadline {
+                    break out;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            };
+            assert!(
+                out.contains(&format!("Seccomp:\t{mode}")),
+                "seccompDefault {runtime_default}, container {container}: {out:?}"
+            );
+        }
+        let node_name = node.name.clone();
+        node.stop().await;
+        remove_all(&node_name).await;
+    }
 }
 
 #[tokio::test]
