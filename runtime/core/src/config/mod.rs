@@ -40,7 +40,7 @@ mod node;
 mod optional;
 mod parse;
 mod paths;
-mod quantity;
+pub mod quantity;
 mod serde_util;
 mod validate;
 mod wedge;

@@ -256,18 +256,6 @@ fn edged(e: &Edged, v: &mut Checker) {
     kubelet(&e.tailored_kubelet_config, v);
 }
 
-/// A Kubernetes size quantity above 0: a decimal number with an optional binary (`Ki`..`Ti`)
-/// or decimal (`k`..`T`) suffix.
-fn is_positive_quantity(q: &str) -> bool {
-    let number = ["Ki", "Mi", "Gi", "Ti", "k", "M", "G", "T"]
-        .iter()
-        .find_map(|suffix| q.strip_suffix(suffix))
-        .unwrap_or(q);
-    !number.is_empty()
-        && number.chars().all(|c| c.is_ascii_digit() || c == '.')
-        && number.parse::<f64>().is_ok_and(|n| n > 0.0)
-}
-
 /// The `tailoredKubeletConfig` keys Wedge acts on or exposes to edged, with
 /// kubelet's own rules for them.
 fn kubelet(k: &TailoredKubeletConfig, v: &mut Checker) {
@@ -334,7 +322,7 @@ fn kubelet(k: &TailoredKubeletConfig, v: &mut Checker) {
         }
     }
     if let Some(size) = &k.container_log_max_size
-        && !is_positive_quantity(size)
+        && super::quantity::bytes(size).is_err()
     {
         v.fail(
             &format!("{P}.containerLogMaxSize"),
@@ -819,6 +807,44 @@ mod tests {
         let mut c = EdgeCoreConfig::default();
         c.modules.edged.node_ip = "10.0.0.300".into();
         rejects(&c, "modules.edged.nodeIP", "IP address");
+    }
+
+    #[test]
+    fn container_log_rotation_keys() {
+        let tkc = "modules.edged.tailoredKubeletConfig";
+        // The quantity parser edged rotates by: what passes here is a size it can act on.
+        for bad in ["0", "lots", "-1Mi", "0.5", ""] {
+            let mut c = EdgeCoreConfig::default();
+            c.modules
+                .edged
+                .tailored_kubelet_config
+                .container_log_max_size = Some(bad.into());
+            rejects(&c, &format!("{tkc}.containerLogMaxSize"), "size above 0");
+        }
+        for good in ["10Mi", "1.5Gi", "4096"] {
+            let mut c = EdgeCoreConfig::default();
+            c.modules
+                .edged
+                .tailored_kubelet_config
+                .container_log_max_size = Some(good.into());
+            c.validate().unwrap();
+        }
+        let mut c = EdgeCoreConfig::default();
+        c.modules
+            .edged
+            .tailored_kubelet_config
+            .container_log_max_files = Some(1);
+        rejects(&c, &format!("{tkc}.containerLogMaxFiles"), ">= 2");
+        let mut c = EdgeCoreConfig::default();
+        c.modules
+            .edged
+            .tailored_kubelet_config
+            .container_log_monitor_interval = Some(GoDuration::from_secs(2));
+        rejects(
+            &c,
+            &format!("{tkc}.containerLogMonitorInterval"),
+            "at least 3s",
+        );
     }
 
     #[test]
