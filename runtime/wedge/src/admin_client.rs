@@ -57,19 +57,10 @@ enum Endpoint {
     },
 }
 
-/// The node's config as `wedge run` builds it from the same `--config` and `--data-dir`: the
-/// file (or the built-in defaults), then the data directory given on the command line. The
-/// admin socket and token file are found from it, so a node whose `wedge.dataDir` or
-/// `wedge.admin.*` is set in its config is reached with the config alone.
+/// The config of the node the command names (`--config`, `--data-dir`), built as `wedge run`
+/// builds it: its admin socket and token file are found from it.
 fn node_config(args: &AdminArgs) -> Result<EdgeCoreConfig> {
-    let mut config = match &args.config {
-        Some(path) => crate::config_cmd::load(path)?,
-        None => EdgeCoreConfig::embedded_default(),
-    };
-    if let Some(dir) = &args.data_dir {
-        config.wedge.data_dir = dir.to_string_lossy().into_owned();
-    }
-    Ok(config)
+    crate::config_cmd::node_config(args.config.as_deref(), args.data_dir.as_deref())
 }
 
 fn endpoint(args: &AdminArgs) -> Result<Endpoint> {

@@ -14,10 +14,7 @@ pub fn run(cmd: ConfigCommand) -> Result<()> {
             Ok(())
         }
         ConfigCommand::Print { config, .. } => {
-            let config = match config {
-                Some(path) => load(&path)?,
-                None => EdgeCoreConfig::embedded_default(),
-            };
+            let config = node_config(config.as_deref(), None)?;
             print!("{}", config.to_yaml());
             Ok(())
         }
@@ -31,6 +28,20 @@ pub fn run(cmd: ConfigCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// The config a node command starts from, as `wedge run` makes it: the file (or the built-in
+/// defaults without one), then `--data-dir` when given. `wedge run` and the client commands
+/// both build it here, so a client finds the socket and token the node it names uses.
+pub fn node_config(path: Option<&Path>, data_dir: Option<&Path>) -> Result<EdgeCoreConfig> {
+    let mut config = match path {
+        Some(path) => load(path)?,
+        None => EdgeCoreConfig::embedded_default(),
+    };
+    if let Some(dir) = data_dir {
+        config.wedge.data_dir = dir.to_string_lossy().into_owned();
+    }
+    Ok(config)
 }
 
 /// Loads a config file, naming the file in any error.

@@ -48,13 +48,8 @@ pub fn run(args: RunArgs) -> Result<()> {
 
 /// Defaults or the config file, then the command-line overrides, validated together.
 fn effective_config(args: &RunArgs) -> Result<EdgeCoreConfig> {
-    let mut config = match &args.config {
-        Some(path) => crate::config_cmd::load(path)?,
-        None => EdgeCoreConfig::embedded_default(),
-    };
-    if let Some(dir) = &args.data_dir {
-        config.wedge.data_dir = dir.to_string_lossy().into_owned();
-    }
+    let mut config =
+        crate::config_cmd::node_config(args.config.as_deref(), args.data_dir.as_deref())?;
     if let Some(addr) = args.admin_addr {
         config.wedge.admin_addr = addr.to_string();
     }
