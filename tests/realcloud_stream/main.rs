@@ -325,6 +325,21 @@ fn line_number(line: &str) -> Option<u64> {
     line.trim().strip_prefix("line ")?.trim().parse().ok()
 }
 
+/// `kubectl logs --tail=1 --timestamps` of `container`: the whole answer, and its time and
+/// text split at the first space.
+fn last_line_stamped(bed: &Bed, pod: &str, container: &str) -> Result<(String, String, String)> {
+    let stamped = kubectl_ok(
+        bed,
+        &["logs", pod, "-c", container, "--tail=1", "--timestamps"],
+    )?;
+    let (time, text) = stamped
+        .trim_end()
+        .split_once(' ')
+        .with_context(|| format!("--timestamps gave {stamped:?}"))?;
+    let (time, text) = (time.to_owned(), text.to_owned());
+    Ok((stamped, time, text))
+}
+
 fn logs_with_kubectls_options(bed: &Bed, node: &StreamNode) -> Result<()> {
     let pod = talker(node);
     let all = kubectl_ok(bed, &["logs", &pod, "-c", "main"])?;
@@ -335,14 +350,7 @@ fn logs_with_kubectls_options(bed: &Bed, node: &StreamNode) -> Result<()> {
         numbers.len() == 3 && numbers.windows(2).all(|w| w[1] == w[0] + 1),
         "--tail=3 gave {tail:?}"
     );
-    let stamped = kubectl_ok(
-        bed,
-        &["logs", &pod, "-c", "main", "--tail=1", "--timestamps"],
-    )?;
-    let (time, text) = stamped
-        .trim_end()
-        .split_once(' ')
-        .with_context(|| format!("--timestamps gave {stamped:?}"))?;
+    let (stamped, time, text) = last_line_stamped(bed, &pod, "main")?;
     ensure!(
         time.len() >= 20 && time.starts_with("20") && time.ends_with('Z'),
         "--timestamps: {time:?} is not an RFC 3339 time"
@@ -712,14 +720,7 @@ fn wasm_pod_checks(bed: &Bed, node: &StreamNode, pod: &str, device: &str) -> Res
             .any(|l| l.starts_with("INFO virtual-thermometer ready")),
         "kubectl logs of the Wasm pod: {log:?}"
     );
-    let stamped = kubectl_ok(
-        bed,
-        &["logs", pod, "-c", "thermometer", "--tail=1", "--timestamps"],
-    )?;
-    let (time, text) = stamped
-        .trim_end()
-        .split_once(' ')
-        .with_context(|| format!("--timestamps gave {stamped:?}"))?;
+    let (stamped, time, text) = last_line_stamped(bed, pod, "thermometer")?;
     ensure!(
         time.starts_with("20") && time.ends_with('Z') && text.starts_with("INFO "),
         "--timestamps --tail=1 of the Wasm pod: {stamped:?}"
