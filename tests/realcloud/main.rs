@@ -9,6 +9,7 @@
 //! `cargo test --test realcloud -- <filter>` runs the checks whose name contains `<filter>`.
 
 mod checks;
+mod cluster;
 mod device;
 mod dmi;
 mod join;
@@ -85,6 +86,14 @@ fn main() -> ExitCode {
         (
             "a_pod_the_node_cannot_run_names_the_field",
             Box::new(pods::a_pod_the_node_cannot_run_names_the_field),
+        ),
+        (
+            "pods_sharing_a_configmap_start_together",
+            Box::new(cluster::pods_sharing_a_configmap_start_together),
+        ),
+        (
+            "a_pod_whose_sandbox_is_removed_shows_its_new_ip",
+            Box::new(cluster::a_pod_whose_sandbox_is_removed_shows_its_new_ip),
         ),
         ("lease_is_renewed_for_three_minutes", lease_watch),
         (

@@ -102,7 +102,7 @@ fn condition<'a>(pod: &'a Value, kind: &str) -> Option<&'a Value> {
 }
 
 /// Waits until pod `name` is Running and Ready.
-fn wait_running(bed: &Bed, name: &str, timeout: Duration) -> Result<Value> {
+pub(crate) fn wait_running(bed: &Bed, name: &str, timeout: Duration) -> Result<Value> {
     wait_for(&format!("pod {name} Running"), timeout, || {
         let pod = bed.cloud.get_opt(&["pod", name])?;
         Ok(pod.filter(|p| {

@@ -211,10 +211,13 @@ fn setup() -> Result<Bed> {
         }
         let node = RealNode::join(&cloud, options)?;
         // CloudCore writes the kubelet port it negotiated into the Node once the tunnel is
-        // up and the Node exists; the node's own status updates must leave it there.
+        // up and the Node exists; the node's own status updates must leave it there. The
+        // tunnel opens once the Node exists, so this takes a moment: CloudCore looks for a
+        // Node it cannot find again only after 20 s (then gives up), which a tunnel opened
+        // before registration would wait out.
         let port = wait_for(
             "CloudCore records the tunnel's kubelet port on the Node",
-            Duration::from_secs(90),
+            Duration::from_secs(15),
             || {
                 let record = cloud.get(&["-n", "kubeedge", "configmap", "tunnelport"])?;
                 let record = record["metadata"]["annotations"]["tunnelportrecord.kubeedge.io"]

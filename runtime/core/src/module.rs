@@ -60,7 +60,9 @@ impl ModuleContext {
         &self.bus
     }
 
-    /// The module's shutdown signal; child tasks should stop when it fires.
+    /// The module's shutdown signal; child tasks should stop when it fires. It fires at the
+    /// node's shutdown and also when this incarnation of the module ends (returned, failed,
+    /// or aborted for missing its health pings), before the supervisor starts the next one.
     pub fn token(&self) -> &CancellationToken {
         &self.cancel
     }
@@ -109,6 +111,20 @@ impl ModuleContext {
     /// Answers pending health pings without waiting, for loops that are busy outside `recv`.
     pub fn alive(&mut self) {
         while self.pings.try_recv().is_ok() {}
+    }
+
+    /// Awaits `work`, answering health pings meanwhile: for a step of the loop that may wait
+    /// on something slow outside the node (a container runtime) and must not get the module
+    /// restarted for it. Messages wait in the mailbox until it is done.
+    pub async fn alive_during<F: std::future::Future>(&mut self, work: F) -> F::Output {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut work => return out,
+                Some(()) = self.pings.recv() => {}
+            }
+        }
     }
 }
 
@@ -234,11 +250,16 @@ async fn supervise<M: Module>(
     let pings = Arc::new(Mutex::new(ping_rx));
     let mut backoff = settings.backoff_initial;
     loop {
+        // Each incarnation has a token of its own, cancelled when it ends: what it spawned
+        // with `ctx.token()` (a listener, a timer task) stops with it, so an incarnation
+        // aborted for missing its pings does not keep holding its port from the next one.
+        let incarnation = token.child_token();
+        let _end_incarnation = incarnation.clone().drop_guard();
         let ctx = ModuleContext {
             name,
             bus: bus.clone(),
             health: health.clone(),
-            cancel: token.clone(),
+            cancel: incarnation.clone(),
             // The previous incarnation has ended (or was aborted and awaited), so both locks
             // are free again.
             mailbox: mailbox.clone().lock_owned().await,
@@ -279,6 +300,7 @@ async fn supervise<M: Module>(
                 },
             }
         };
+        incarnation.cancel();
         if token.is_cancelled() {
             health.set_state(name, ModuleState::Stopped);
             return;

@@ -162,9 +162,19 @@ pub(crate) struct ImageGcTimer {
 }
 
 impl ImageGcTimer {
-    /// Waits for the next pass.
-    pub(crate) async fn tick(&mut self) {
-        self.interval.tick().await;
+    /// Runs a pass on every tick until `stop`: in a task of its own, so a slow runtime holds
+    /// up image GC, never edged's loop.
+    pub(crate) async fn run(mut self, engine: Engine, stop: tokio_util::sync::CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.interval.tick() => {}
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.collect_logged(&engine) => {}
+            }
+        }
     }
 
     /// One pass now; a failure is logged, and the next tick tries again.

@@ -130,12 +130,14 @@ pub(crate) async fn call(
     }
 }
 
-/// Registers the node (retrying every status period until the cloud takes it), then keeps its
-/// status fresh and its lease renewed (in a task of its own) until `cancel`.
+/// Registers the node (retrying every status period until the cloud takes it; then
+/// `registered` turns true), then keeps its status fresh and its lease renewed (in a task of
+/// its own) until `cancel`.
 pub async fn report(
     bus: Bus,
     settings: NodeReportSettings,
     runtime_version: String,
+    registered: std::sync::Arc<watch::Sender<bool>>,
     cancel: CancellationToken,
 ) {
     let node = settings.node.clone();
@@ -164,6 +166,7 @@ pub async fn report(
         if lease_task.is_none() {
             match register(&bus, &settings, &host, &runtime_version, &conditions).await {
                 Some(uid) => {
+                    registered.send_replace(true);
                     if uid.is_some() {
                         uid_tx.send_replace(uid);
                     }

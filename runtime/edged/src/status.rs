@@ -453,8 +453,26 @@ impl PodTimes {
     }
 }
 
-/// The `podpatch` content: a merge patch naming the pod's uid and replacing its status.
+/// Status lists that `PodStatus` declares with `patchStrategy: merge` on `ip` and that edged
+/// owns whole. `containerStatuses` has no strategy (a strategic merge replaces it anyway);
+/// `conditions` (merged by `type`) stay merged, as kubelet keeps the conditions it does not own
+/// (`DisruptionTarget`, readiness gates) and always sends the five it does.
+const REPLACED_LISTS: [&str; 2] = ["podIPs", "hostIPs"];
+
+/// The `podpatch` content: a strategic merge patch (what CloudCore applies) naming the pod's
+/// uid and replacing its status.
+///
+/// Each of [`REPLACED_LISTS`] carries the `{"$patch": "replace"}` directive, so the list sent is the
+/// list kept: merged, a new pod IP joined the old one and the apiserver refused every later
+/// status of the pod ("may specify no more than one IP for each IP family"). kubelet gets the
+/// same result from a two-way patch against the old status.
 pub fn pod_patch(pod: &Pod, status: &Value) -> String {
+    let mut status = status.clone();
+    for key in REPLACED_LISTS {
+        if let Some(list) = status.get_mut(key).and_then(Value::as_array_mut) {
+            list.push(json!({"$patch": "replace"}));
+        }
+    }
     json!({"metadata": {"uid": pod.metadata.uid}, "status": status}).to_string()
 }
 
@@ -533,6 +551,38 @@ mod tests {
             s["containerStatuses"][0].get("volumeMounts").is_none(),
             "{s}"
         );
+    }
+
+    #[test]
+    fn the_patch_replaces_the_lists_a_strategic_merge_would_merge() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web", "uid": "u-1"}, "spec": {"containers": [{"name": "app", "image": "img"}]}
+        }))
+        .unwrap();
+        let s = pod_status(
+            &pod,
+            app(&[observed(Some((true, 0)))]),
+            None,
+            Some("10.0.0.3"),
+            Some("172.17.0.3"),
+            true,
+        );
+        let patch: Value = serde_json::from_str(&pod_patch(&pod, &s)).unwrap();
+        assert_eq!(patch["metadata"]["uid"], "u-1");
+        let replace = json!({"$patch": "replace"});
+        assert_eq!(
+            patch["status"]["podIPs"],
+            json!([{"ip": "172.17.0.3"}, replace])
+        );
+        assert_eq!(
+            patch["status"]["hostIPs"],
+            json!([{"ip": "10.0.0.3"}, replace])
+        );
+        // Conditions merge by type: another owner's condition (DisruptionTarget) stays.
+        let conditions = patch["status"]["conditions"].as_array().unwrap();
+        assert!(!conditions.contains(&replace));
+        // The status itself (what edged books) has no directive.
+        assert_eq!(s["podIPs"], json!([{"ip": "172.17.0.3"}]));
     }
 
     #[test]

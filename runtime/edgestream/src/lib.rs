@@ -107,6 +107,8 @@ pub struct EdgeStream {
     config: Arc<TunnelConfig>,
     server_name: ServerName<'static>,
     stats: Arc<Stats>,
+    /// Dial only while this is true (see [`EdgeStream::after`]).
+    gate: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl EdgeStream {
@@ -144,7 +146,17 @@ impl EdgeStream {
             config: Arc::new(config),
             server_name,
             stats: Arc::new(Stats::default()),
+            gate: None,
         })
+    }
+
+    /// Dials only once `gate` is true: edged's "the Node exists". CloudCore's tunnel server
+    /// writes the negotiated kubelet port into the Node when a tunnel opens; for a node it
+    /// cannot find yet it retries every 20 s and then closes the tunnel, so a tunnel opened
+    /// before registration leaves the Node with edged's own port for a while (or for good).
+    pub fn after(mut self, gate: tokio::sync::watch::Receiver<bool>) -> EdgeStream {
+        self.gate = Some(gate);
+        self
     }
 
     /// The tunnel's counters (also a [`wedge_core::metrics::MetricsSource`] for `/metrics`).
@@ -156,7 +168,14 @@ impl EdgeStream {
     /// after every failure or end with back-off. Returns `Ok` after shutdown, once the local
     /// connections are closed (within about 3 s).
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), EdgeStreamError> {
-        tunnel::run(self.config, self.server_name, self.stats, shutdown).await;
+        tunnel::run(
+            self.config,
+            self.server_name,
+            self.stats,
+            self.gate,
+            shutdown,
+        )
+        .await;
         Ok(())
     }
 }

@@ -108,12 +108,30 @@ pub(crate) async fn run(
     config: Arc<TunnelConfig>,
     name: ServerName<'static>,
     stats: Arc<Stats>,
+    mut gate: Option<tokio::sync::watch::Receiver<bool>>,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Backoff::new(config.reconnect);
     let mut last_error = String::new();
     let mut waiting_for_files = false;
     while !shutdown.is_cancelled() {
+        if let Some(open) = gate.as_mut()
+            && !*open.borrow()
+        {
+            info!(
+                "edgestream: waiting for the node {} to be registered before dialing {}",
+                config.node_name, config.server
+            );
+            let gone = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = open.wait_for(|registered| *registered) => r.is_err(),
+            };
+            // A sender gone (edged stopped for good) leaves nothing to wait for.
+            if gone {
+                gate = None;
+            }
+            continue;
+        }
         if let Some(path) = missing_file(&config.credentials) {
             if !waiting_for_files {
                 info!(

@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+mod in_flight;
 mod meta_table;
 mod process;
 mod read_ops;

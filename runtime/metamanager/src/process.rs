@@ -17,6 +17,7 @@ use wedge_core::message::operation;
 use wedge_core::metrics::PromWriter;
 use wedge_core::{Message, Resource, Store};
 
+use crate::in_flight::InFlight;
 use crate::routing::{Router, is_connection_event};
 use crate::settings::MetaManagerSettings;
 
@@ -28,6 +29,8 @@ pub(crate) type Followup = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub(crate) struct Stats {
     pub(crate) by_op: [AtomicU64; OPS.len()],
     pub(crate) rejected: AtomicU64,
+    /// Remote queries answered by an identical one already in flight ([`crate::in_flight`]).
+    pub(crate) joined: AtomicU64,
 }
 
 const OPS: [&str; 8] = [
@@ -70,6 +73,16 @@ impl Stats {
             &[],
             self.rejected.load(Ordering::Relaxed) as f64,
         );
+        w.family(
+            "wedge_metamanager_remote_queries_joined_total",
+            "Remote queries that waited for the answer to the same query already sent to the cloud.",
+            "counter",
+        );
+        w.sample(
+            "wedge_metamanager_remote_queries_joined_total",
+            &[],
+            self.joined.load(Ordering::Relaxed) as f64,
+        );
     }
 }
 
@@ -80,6 +93,8 @@ pub(crate) struct Processor {
     pub(crate) settings: MetaManagerSettings,
     pub(crate) stats: Arc<Stats>,
     pub(crate) token: CancellationToken,
+    /// Remote queries on their way to the cloud.
+    pub(crate) in_flight: InFlight,
     stage: mpsc::Sender<Followup>,
 }
 
@@ -100,6 +115,7 @@ impl Processor {
                 settings,
                 stats,
                 token,
+                in_flight: InFlight::default(),
                 stage,
             },
             stage_task,

@@ -7,6 +7,9 @@
 use wedge_core::message::{CloudAnswer, module};
 use wedge_core::{Content, Message, Resource};
 
+use std::sync::atomic::Ordering;
+
+use crate::in_flight::question_of;
 use crate::meta_table;
 use crate::process::Processor;
 use crate::routing::Router;
@@ -47,7 +50,9 @@ impl Processor {
 
     /// Sends `msg` to the cloud under a fresh id and relays the cloud's answer to the requester
     /// (with the requester's id as `parent_msg_id`), acknowledging the answer to the cloud.
-    /// With `cache`, the answer is stored (and a failed call falls back to the stored copy).
+    /// With `cache`, the answer is stored (and a failed call falls back to the stored copy),
+    /// and a query the same as one already in flight waits for that one's answer
+    /// ([`crate::in_flight`]).
     pub(crate) async fn remote(&self, msg: Message, cache: bool) {
         if !self.router.is_connected() {
             let router = self.router.clone();
@@ -59,45 +64,67 @@ impl Processor {
                 })
                 .await;
         }
+        let question = cache.then(|| question_of(&msg));
+        if let Some(q) = &question
+            && self.in_flight.join(q, &msg)
+        {
+            self.stats.joined.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let (router, store) = (self.router.clone(), self.store.clone());
         let timeout = self.settings.remote_query_timeout;
         let token = self.token.clone();
+        let in_flight = self.in_flight.clone();
         // Not on the ordered stage: a 60 s wait for the cloud must not hold up other messages.
         tokio::spawn(async move {
             tokio::select! {
                 _ = token.cancelled() => {}
-                _ = remote_call(router, store, msg, cache, timeout) => {}
+                _ = async {
+                    let outcome = ask_cloud(&router, &store, &msg, cache, timeout).await;
+                    let mut askers = vec![msg];
+                    if let Some(q) = &question {
+                        askers.extend(in_flight.close(q));
+                    }
+                    for asker in &askers {
+                        serve(&router, &store, asker, &outcome, cache).await;
+                    }
+                    if let Outcome::Answer(reply) = outcome {
+                        router.to_cloud(reply.response(Content::ok())).await;
+                    }
+                } => {}
             }
         });
     }
 }
 
-async fn remote_call(
-    router: Router,
-    store: wedge_core::Store,
-    msg: Message,
+/// What came of a remote call.
+enum Outcome {
+    /// The cloud answered (possibly with its refusal, which is relayed as sent).
+    Answer(Box<Message>),
+    /// The cloud could not be asked or did not answer in time: why.
+    Unreachable(String),
+    /// The cloud's answer could not be used: why.
+    Unusable(String),
+}
+
+/// Asks the cloud `msg` and, with `cache`, stores what it answers.
+async fn ask_cloud(
+    router: &Router,
+    store: &wedge_core::Store,
+    msg: &Message,
     cache: bool,
     timeout: std::time::Duration,
-) {
+) -> Outcome {
     let request = msg.with_new_id();
     let cloud = router.cloud_module().to_owned();
     let reply = match router.bus().send_sync(&cloud, request, timeout).await {
         Ok(reply) if reply.route.operation == wedge_core::message::operation::ERROR => {
-            Err(String::from_utf8_lossy(&reply.content.to_bytes()).into_owned())
+            return Outcome::Unreachable(
+                String::from_utf8_lossy(&reply.content.to_bytes()).into_owned(),
+            );
         }
-        Ok(reply) => Ok(reply),
-        Err(e) => Err(e.to_string()),
-    };
-    let reply = match reply {
         Ok(reply) => reply,
-        Err(text) if cache => {
-            return answer_locally(&router, &store, &msg, Some(text)).await;
-        }
-        Err(text) => {
-            return router
-                .reply_error(&msg, format!("failed to process remote: {text}"))
-                .await;
-        }
+        Err(e) => return Outcome::Unreachable(e.to_string()),
     };
     // An answer that carries an error is the cloud's word, not a failure to reach it: no
     // cached copy stands in for it, and the requester gets it as sent (see `CloudAnswer`).
@@ -133,17 +160,36 @@ async fn remote_call(
                     tracing::warn!(resource = %msg.route.resource, "remote answer not cached: {e}");
                 }
             }
-            Err(text) => {
-                return router
-                    .reply_error(&msg, format!("failed to process remote: {text}"))
-                    .await;
-            }
+            Err(text) => return Outcome::Unusable(text),
         }
     }
-    let mut relayed = reply.clone();
-    relayed.header.parent_id = msg.header.id.clone();
-    router.reply(&msg, relayed).await;
-    router.to_cloud(reply.response(Content::ok())).await;
+    Outcome::Answer(Box::new(reply))
+}
+
+/// Answers `asker` with what the remote call came to: the cloud's answer under the asker's id,
+/// the cached copy when the cloud was unreachable (with `cache`), else an error.
+async fn serve(
+    router: &Router,
+    store: &wedge_core::Store,
+    asker: &Message,
+    outcome: &Outcome,
+    cache: bool,
+) {
+    match outcome {
+        Outcome::Answer(reply) => {
+            let mut relayed = Message::clone(reply);
+            relayed.header.parent_id = asker.header.id.clone();
+            router.reply(asker, relayed).await;
+        }
+        Outcome::Unreachable(text) if cache => {
+            answer_locally(router, store, asker, Some(text.clone())).await;
+        }
+        Outcome::Unreachable(text) | Outcome::Unusable(text) => {
+            router
+                .reply_error(asker, format!("failed to process remote: {text}"))
+                .await;
+        }
+    }
 }
 
 /// The value to cache from a cloud answer: the object it carries (`Object` of an

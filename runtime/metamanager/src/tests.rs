@@ -390,6 +390,57 @@ async fn remote_query_uses_the_cloud_then_the_cache() {
     node.supervisor.shutdown().await;
 }
 
+/// CloudCore keeps one answer per object in its queue to a node: two questions about one
+/// object at once must reach it as one, and its one answer must serve both askers.
+#[tokio::test]
+async fn the_same_remote_query_twice_at_once_is_asked_once_and_answers_both() {
+    let mut node = start(MetaManagerSettings::default()).await;
+    node.connect(true).await;
+    let ask = |bus: Bus| {
+        let query = Message::build(
+            "edged",
+            "meta",
+            "query",
+            "default/configmap/kube-root-ca.crt",
+            Content::null(),
+        );
+        let id = query.header.id.clone();
+        let task = tokio::spawn(async move {
+            bus.send_sync("metamanager", query, Duration::from_secs(5))
+                .await
+        });
+        (id, task)
+    };
+    let (first_id, first) = ask(node.bus.clone());
+    let to_cloud = next(&mut node.cloud).await;
+    let (second_id, second) = ask(node.bus.clone());
+    // The second question waits for the first's answer instead of going to the cloud.
+    nothing(&mut node.cloud).await;
+    let answer = to_cloud.response(
+        Content::json(&serde_json::json!({"Object": {"data": {"ca.crt": "PEM"}}, "Err": null}))
+            .unwrap(),
+    );
+    let answer_id = answer.header.id.clone();
+    assert!(node.bus.send_response(answer).is_none());
+    for (id, task) in [(first_id, first), (second_id, second)] {
+        let reply = task.await.unwrap().unwrap();
+        assert_eq!(
+            reply.header.parent_id, id,
+            "each asker gets the answer under its id"
+        );
+        assert!(reply.content.raw().contains("PEM"));
+    }
+    // One answer, one acknowledgement; the next question goes to the cloud again.
+    let ack = next(&mut node.cloud).await;
+    assert_eq!(ack.header.parent_id, answer_id);
+    nothing(&mut node.cloud).await;
+    let (_, third) = ask(node.bus.clone());
+    let again = next(&mut node.cloud).await;
+    assert_eq!(again.route.resource, "default/configmap/kube-root-ca.crt");
+    third.abort();
+    node.supervisor.shutdown().await;
+}
+
 #[tokio::test]
 async fn remote_query_falls_back_to_the_cache_when_the_cloud_is_silent() {
     let settings = MetaManagerSettings {

@@ -226,6 +226,8 @@ async fn run_node(
             crate::cert_rotation::RotationSettings::from_config(&modules.edge_hub, &node)
                 .map(|settings| crate::cert_rotation::RotationTask::spawn(settings, hub));
     }
+    // Turns true once edged has registered the Node (the tunnel waits for it).
+    let mut node_registered = None;
     if modules.edged.enable {
         let mut settings = crate::edged_config::edged_settings(&config, &node);
         let ours = &config.wedge.edged;
@@ -247,6 +249,7 @@ async fn run_node(
             wedge_edged::Edged::new(settings)
                 .with_wasm(Arc::new(crate::wasm_pods::HostPods::new(wasm.clone()))),
         );
+        node_registered = edged.node_registered();
         sources.push(edged.clone());
         supervisor.spawn(edged)?;
     }
@@ -263,7 +266,10 @@ async fn run_node(
             // edged reports, which is the host's address when nodeIP is unset.
             tunnel.node_ip = wedge_edged::node::host::host_ipv4().and_then(|ip| ip.parse().ok());
         }
-        let stream = wedge_edgestream::EdgeStream::new(tunnel).context("modules.edgeStream")?;
+        let mut stream = wedge_edgestream::EdgeStream::new(tunnel).context("modules.edgeStream")?;
+        if let Some(registered) = &node_registered {
+            stream = stream.after(registered.clone());
+        }
         sources.push(stream.stats());
         stream_task = Some(tokio::spawn(stream.run(stop_stream.clone())));
     }

@@ -27,6 +27,7 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
     settings.pod_sandbox_image = edged.pod_sandbox_image.clone();
     settings.runtime_endpoint = kubelet.container_runtime_endpoint.clone();
     settings.static_check = kubelet.file_check_frequency;
+    settings.runtime_request_timeout = kubelet.runtime_request_timeout;
     settings.seccomp_default = kubelet.seccomp_default;
     settings.node_report = Some(node_report_settings(config, node));
     // Validation checked the keys as kubelet does; a policy edged still refuses keeps

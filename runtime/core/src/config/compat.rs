@@ -70,6 +70,8 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.tailoredKubeletConfig.nodeStatusReportFrequency",
     "modules.edged.tailoredKubeletConfig.nodeStatusUpdateFrequency",
     "modules.edged.tailoredKubeletConfig.readOnlyPort",
+    // The deadline of edged's container listing (relist), which runs beside its loop.
+    "modules.edged.tailoredKubeletConfig.runtimeRequestTimeout",
     // Unset: containers without a seccomp profile run unconfined, as kubelet runs them.
     "modules.edged.tailoredKubeletConfig.seccompDefault",
 ];

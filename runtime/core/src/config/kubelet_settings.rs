@@ -68,6 +68,8 @@ pub struct KubeletSettings {
     pub static_pod_path: String,
     /// `fileCheckFrequency`: how often the static pod directory is read (20 s).
     pub file_check_frequency: Duration,
+    /// `runtimeRequestTimeout`: the deadline of container runtime listings (2 min).
+    pub runtime_request_timeout: Duration,
     /// `modules.edged.nodeIP`: the node's address; `None` = the host's first.
     pub node_ip: Option<IpAddr>,
     /// `containerLogMaxSize`: a CRI container log this large is rotated (`10Mi`).
@@ -169,6 +171,10 @@ impl EdgeCoreConfig {
             file_check_frequency: k
                 .file_check_frequency
                 .unwrap_or(DEFAULT_FILE_CHECK_FREQUENCY)
+                .to_std(),
+            runtime_request_timeout: k
+                .runtime_request_timeout
+                .unwrap_or(GoDuration::from_secs(120))
                 .to_std(),
             node_ip: edged.node_ip.parse().ok(),
             minimum_gc_age: edged.minimum_gc_age.to_std(),

@@ -132,3 +132,76 @@ async fn shutdown_stops_in_reverse_spawn_order() {
     assert!(!health.all_running());
     assert!(!bus.has_module("first"));
 }
+
+/// A module that serves a TCP port from a task spawned with its token, then hangs on command:
+/// the kubelet port of an edged that a slow runtime made miss its pings.
+struct Listener {
+    addr: std::net::SocketAddr,
+    bound: StdMutex<Vec<Result<(), String>>>,
+}
+
+impl Module for Listener {
+    fn name(&self) -> &'static str {
+        "listener"
+    }
+    fn group(&self) -> &'static str {
+        "test"
+    }
+    async fn run(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), ModuleError> {
+        let bound = tokio::net::TcpListener::bind(self.addr).await;
+        self.bound
+            .lock()
+            .unwrap()
+            .push(bound.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        if let Ok(listener) = bound {
+            let token = ctx.token().clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = token.cancelled() => return,
+                        _ = listener.accept() => {}
+                    }
+                }
+            });
+        }
+        while let Some(msg) = ctx.recv().await {
+            if msg.route.operation == "hang" {
+                std::future::pending::<()>().await;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn an_aborted_incarnations_tasks_end_so_the_next_one_gets_its_port_back() {
+    let bus = Bus::new(16);
+    let health = Health::new();
+    let mut sup = Supervisor::new(bus.clone(), health.clone(), fast());
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let module = Arc::new(Listener {
+        addr,
+        bound: StdMutex::new(Vec::new()),
+    });
+    sup.spawn(module.clone()).unwrap();
+    wait_running(&health, "listener").await;
+    bus.send(
+        "listener",
+        Message::build("t", "t", "hang", "r", Content::null()),
+    )
+    .await
+    .unwrap();
+    for _ in 0..200 {
+        if module.bound.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let bound = module.bound.lock().unwrap().clone();
+    assert_eq!(bound.len(), 2, "restarted once: {bound:?}");
+    assert_eq!(bound[1], Ok(()), "the second incarnation binds the port");
+    sup.shutdown().await;
+}

@@ -78,6 +78,9 @@ pub enum EngineError {
         /// What happened.
         message: String,
     },
+    /// An engine call got no answer within its deadline.
+    #[error("the container runtime did not answer within {0:?}")]
+    Timeout(std::time::Duration),
     /// An engine call failed.
     #[error("{what}: {source}")]
     Call {

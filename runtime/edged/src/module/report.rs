@@ -65,26 +65,24 @@ impl Inspections {
 }
 
 impl SyncLoop {
-    /// Computes every pod's status from `listed` (a fresh listing when `None`) and sends those
-    /// that changed or did not get through last time.
-    pub(super) async fn report(&mut self, listed: Option<&[ManagedContainer]>) {
+    /// Computes every pod's status from `listed` (a listing started at `listed_at`) and sends
+    /// those that changed or did not get through last time. A pod whose worker finished after
+    /// the listing started is left for the next listing (which is asked for): this one may
+    /// predate the containers the worker made.
+    pub(super) async fn report(&mut self, listed: &[ManagedContainer], listed_at: Option<Instant>) {
         self.report_due = false;
-        let fresh;
-        let listed = match listed {
-            Some(listed) => listed,
-            None => match self.list().await {
-                Ok(l) => {
-                    fresh = l;
-                    &fresh[..]
-                }
-                Err(_) => return,
-            },
-        };
         self.inspections.retain_listed(listed);
         let mut running = 0;
         let mut patches = Vec::new();
         let now = wedge_core::time::now_ms();
+        let mut stale = false;
         for (uid, d) in &self.desired {
+            if let (Some(at), Some(done)) = (listed_at, self.last_done.get(uid))
+                && *done > at
+            {
+                stale = true;
+                continue;
+            }
             let mut sandbox_ip = None;
             let mut sandbox_ready = true;
             let mut init = Vec::new();
@@ -226,6 +224,9 @@ impl SyncLoop {
             .pods
             .store(self.desired.len() as u64, Ordering::Relaxed);
         stats.running.store(running, Ordering::Relaxed);
+        if stale {
+            self.report_due = true;
+        }
         // Static pods are the node's own: the cloud has no pod to patch.
         patches.retain(|(_, pod, _)| !crate::static_pods::is_static(pod));
         for (uid, pod, patch) in patches {
@@ -268,21 +269,32 @@ impl SyncLoop {
     /// again while the pod stays the same.
     pub(super) fn patched(&mut self, r: PatchResult) {
         let Err(why) = r.outcome else {
+            self.refused_said.remove(&r.uid);
             return;
         };
-        tracing::debug!(pod = %r.uid, "pod status not taken by the cloud, sent again later: {why}");
+        self.sync
+            .edged
+            .stats
+            .statuses_refused
+            .fetch_add(1, Ordering::Relaxed);
+        // Said once per pod and status: the same refusal repeats every resend interval.
         if self.reported.get(&r.uid) == Some(&r.patch) {
+            if self.refused_said.insert(r.uid.clone()) {
+                tracing::warn!(pod = %r.uid, "pod status not taken by the cloud, sent again every sync: {why}");
+            } else {
+                tracing::debug!(pod = %r.uid, "pod status still not taken by the cloud: {why}");
+            }
             self.refused.insert(r.uid);
         }
     }
 
     /// The periodic sync (`status_interval`): statuses that did not get through are sent
     /// again, whatever else changed.
-    pub(super) async fn resend_refused(&mut self) {
+    pub(super) fn resend_refused(&mut self) {
         for uid in std::mem::take(&mut self.refused) {
             self.reported.remove(&uid);
         }
-        self.report(None).await;
+        self.report_due = true;
     }
 
     /// Books a probe result; a failed liveness or startup probe stops the container (in its
