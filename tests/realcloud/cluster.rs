@@ -179,3 +179,99 @@ pub fn a_pod_whose_sandbox_is_removed_shows_its_new_ip(bed: &mut Bed) -> Result<
         .kubectl(&["delete", "pod", name, "--wait=false"])?;
     Ok(())
 }
+
+/// The reasons of the events the cloud holds about pod `name`, each with its type and count.
+fn events_of(bed: &Bed, name: &str) -> Result<Vec<(String, String, u64)>> {
+    let list = bed.cloud.get(&[
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={name}"),
+    ])?;
+    Ok(list["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|e| {
+                    (
+                        e["reason"].as_str().unwrap_or_default().to_owned(),
+                        e["type"].as_str().unwrap_or_default().to_owned(),
+                        e["count"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The Events part of `kubectl describe pod name`, as an operator reads it.
+fn described_events(bed: &Bed, name: &str) -> Result<String> {
+    let text = bed.cloud.kubectl(&["describe", "pod", name])?;
+    Ok(text
+        .split_once("Events:")
+        .map(|(_, events)| format!("Events:{events}"))
+        .unwrap_or(text))
+}
+
+/// With `reportEvent` on, `kubectl describe pod` explains what happened on the node, as
+/// kubelet's events do: a missing image, a container started, a liveness probe failing and the
+/// container killed and restarted.
+pub fn pod_events_explain_a_missing_image_and_a_failing_probe(bed: &mut Bed) -> Result<()> {
+    let node = bed.node.name.clone();
+    bed.cloud.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: no-image\n  namespace: default\nspec:\n  \
+         nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  \
+         automountServiceAccountToken: false\n  containers:\n  - name: app\n    \
+         image: wedge-test/absent:1\n    imagePullPolicy: Never\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata:\n  name: sick\n  namespace: default\nspec:\n  \
+         nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  \
+         automountServiceAccountToken: false\n  containers:\n  - name: app\n    \
+         image: wedge-test/busybox:1\n    imagePullPolicy: Never\n    command: [sleep, \"3600\"]\n    \
+         livenessProbe:\n      exec: {{command: [\"false\"]}}\n      periodSeconds: 1\n      \
+         failureThreshold: 2\n"
+    ))?;
+    let wanted = |events: &[(String, String, u64)], reason: &str, kind: &str| {
+        events.iter().any(|(r, t, _)| r == reason && t == kind)
+    };
+    wait_for(
+        "events of the pod whose image is missing",
+        Duration::from_secs(60),
+        || {
+            let events = events_of(bed, "no-image")?;
+            Ok(wanted(&events, "ErrImageNeverPull", "Warning").then_some(()))
+        },
+    )?;
+    let sick = wait_for(
+        "events of the pod whose liveness probe fails",
+        Duration::from_secs(90),
+        || {
+            let events = events_of(bed, "sick")?;
+            let all = ["Pulled", "Created", "Started", "Killing"]
+                .iter()
+                .all(|r| wanted(&events, r, "Normal"))
+                && wanted(&events, "Unhealthy", "Warning");
+            Ok(all.then_some(events))
+        },
+    )?;
+    // A repeat is counted on the first event, not made anew.
+    let unhealthy: Vec<u64> = sick
+        .iter()
+        .filter(|(r, _, _)| r == "Unhealthy")
+        .map(|(_, _, n)| *n)
+        .collect();
+    ensure!(
+        unhealthy.len() == 1,
+        "one Unhealthy event, counted: {sick:?}"
+    );
+    println!(
+        "kubectl describe pod no-image\n{}",
+        described_events(bed, "no-image")?
+    );
+    println!(
+        "kubectl describe pod sick\n{}",
+        described_events(bed, "sick")?
+    );
+    bed.cloud
+        .kubectl(&["delete", "pod", "no-image", "sick", "--wait=false"])?;
+    Ok(())
+}

@@ -95,6 +95,10 @@ fn main() -> ExitCode {
             "a_pod_whose_sandbox_is_removed_shows_its_new_ip",
             Box::new(cluster::a_pod_whose_sandbox_is_removed_shows_its_new_ip),
         ),
+        (
+            "pod_events_explain_a_missing_image_and_a_failing_probe",
+            Box::new(cluster::pod_events_explain_a_missing_image_and_a_failing_probe),
+        ),
         ("lease_is_renewed_for_three_minutes", lease_watch),
         (
             "desired_values_reach_dmi_and_wasm_mappers_and_a_deleted_device_leaves_its_mapper",
@@ -133,6 +137,9 @@ fn main() -> ExitCode {
 
 fn setup() -> Result<Bed> {
     let cloud = RealCloud::start()?;
-    let node = RealNode::join(&cloud, RealNodeOptions::new("wedge-conformance"))?;
+    let mut options = RealNodeOptions::new("wedge-conformance");
+    // KubeEdge's default is off; the events check needs them.
+    options.sets = vec!["modules.edged.reportEvent=true".into()];
+    let node = RealNode::join(&cloud, options)?;
     Ok(Bed { cloud, node })
 }

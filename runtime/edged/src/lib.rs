@@ -24,6 +24,7 @@
 
 pub mod disk;
 pub mod engine;
+pub mod events;
 pub mod gc;
 pub mod gc_pass;
 pub mod log_rotation;

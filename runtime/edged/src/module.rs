@@ -83,6 +83,8 @@ pub struct EdgedSettings {
     pub work_retry_max: Duration,
     /// How long to wait for metamanager's answer to the initial pod query.
     pub query_timeout: Duration,
+    /// Pod events: whether they reach the cloud (`reportEvent`) and how fast.
+    pub events: crate::events::EventSettings,
     /// Deadline of the relist's container listing (kubelet's `runtimeRequestTimeout`, 2 min):
     /// a listing that takes longer counts as the runtime being down.
     pub runtime_request_timeout: Duration,
@@ -140,6 +142,7 @@ impl EdgedSettings {
             work_retry_max: Duration::from_secs(300),
             query_timeout: Duration::from_secs(60),
             runtime_request_timeout: Duration::from_secs(120),
+            events: crate::events::EventSettings::default(),
             object_timeout: Duration::from_secs(10),
             node_report: None,
             static_pod_dir: None,
@@ -190,6 +193,8 @@ pub struct Edged {
     server_stats: std::sync::Mutex<Option<Arc<crate::server::ServerStats>>>,
     /// True once the cloud has the Node object (see [`Edged::node_registered`]).
     registered: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The pod event recorder's counters.
+    event_stats: Arc<crate::events::EventStats>,
 }
 
 impl Edged {
@@ -204,6 +209,7 @@ impl Edged {
             wasm: None,
             server_stats: std::sync::Mutex::new(None),
             registered: Arc::new(tokio::sync::watch::Sender::new(false)),
+            event_stats: Arc::default(),
         }
     }
 
@@ -839,6 +845,12 @@ impl Module for Edged {
                 edged: self.clone(),
                 engine,
                 bus: ctx.bus().clone(),
+                events: crate::events::Recorder::start(
+                    ctx.bus().clone(),
+                    self.settings.events.clone(),
+                    self.event_stats.clone(),
+                    ctx.token().clone(),
+                ),
             },
             desired: BTreeMap::new(),
             killing: HashMap::new(),
@@ -988,6 +1000,21 @@ impl MetricsSource for Edged {
                 "wedge_edged_statuses_sent_total",
                 "Pod status patches sent to metamanager.",
                 &s.statuses_sent,
+            ),
+            (
+                "wedge_edged_events_sent_total",
+                "Pod events sent to the cloud as new (reportEvent).",
+                &self.event_stats.sent,
+            ),
+            (
+                "wedge_edged_events_aggregated_total",
+                "Pod events that repeated an earlier one and were sent as a patch of it.",
+                &self.event_stats.aggregated,
+            ),
+            (
+                "wedge_edged_events_dropped_total",
+                "Pod events dropped: over eventRecordQPS/eventBurst, or the recorder's queue full.",
+                &self.event_stats.dropped,
             ),
             (
                 "wedge_edged_statuses_refused_total",

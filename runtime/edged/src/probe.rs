@@ -49,6 +49,15 @@ impl ProbeKind {
             ProbeKind::Readiness => "readiness",
         }
     }
+
+    /// The name as kubelet's events start with it (`Liveness probe failed: ...`).
+    pub fn title(self) -> &'static str {
+        match self {
+            ProbeKind::Startup => "Startup",
+            ProbeKind::Liveness => "Liveness",
+            ProbeKind::Readiness => "Readiness",
+        }
+    }
 }
 
 /// Runs `probe` once against container `id` of `container`, reachable at `ip`.

@@ -208,6 +208,7 @@ impl Engine {
         // No pod's pull secrets: the sandbox image is the node's, pinned or loaded locally.
         self.ensure_image(image, "IfNotPresent", &[])
             .await
+            .map(|_| ())
             .map_err(|e| EngineError::Image {
                 reason: "ErrImagePull",
                 message: format!(

@@ -652,3 +652,40 @@ async fn shutdown_mid_burst_keeps_everything_it_acknowledged() {
     }
     assert!(acked > 0, "the stage drained nothing before stopping");
 }
+
+/// edged's pod events (insert, and patch for a repeat) go to the cloud as sent and are not
+/// stored, as edgecore's metamanager does.
+#[tokio::test]
+async fn pod_events_go_to_the_cloud_unstored() {
+    let mut node = start(MetaManagerSettings::default()).await;
+    node.connect(true).await;
+    let event = serde_json::json!({
+        "metadata": {"name": "web.1", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": "web"},
+        "reason": "Started", "count": 1
+    });
+    for (op, content) in [
+        ("insert", event.clone()),
+        (
+            "patch",
+            serde_json::json!({"Event": event, "Data": "{\"count\":2}"}),
+        ),
+    ] {
+        node.send(Message::build(
+            "edged",
+            "meta",
+            op,
+            "default/event/web.1",
+            Content::json(&content).unwrap(),
+        ))
+        .await;
+        let relayed = next(&mut node.cloud).await;
+        assert_eq!(relayed.route.operation, op);
+        assert_eq!(relayed.route.resource, "default/event/web.1");
+        let sent: serde_json::Value = serde_json::from_str(relayed.content.raw()).unwrap();
+        assert_eq!(sent, content);
+    }
+    assert!(node.stored("default/event/web.1").is_none());
+    nothing(&mut node.edged).await;
+    node.supervisor.shutdown().await;
+}

@@ -140,11 +140,15 @@ impl Processor {
     }
 
     /// `patch`: stored, then relayed to the cloud with edged's id so the cloud's answer reaches
-    /// edged directly; refused when the cloud is not connected.
+    /// edged directly; refused when the cloud is not connected. An event's patch (a repeat of
+    /// it) goes to the cloud unstored, as its insert does.
     pub(crate) async fn patch(&self, msg: Message) {
         let Some((key, kind)) = self.resource_of(&msg, true).await else {
             return;
         };
+        if kind == EVENT {
+            return self.relay_to_cloud(msg).await;
+        }
         let Some(pending) = self.queue_upsert(&msg, key, kind).await else {
             return;
         };

@@ -28,6 +28,12 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
     settings.runtime_endpoint = kubelet.container_runtime_endpoint.clone();
     settings.static_check = kubelet.file_check_frequency;
     settings.runtime_request_timeout = kubelet.runtime_request_timeout;
+    settings.events = wedge_edged::events::EventSettings {
+        report: edged.report_event,
+        qps: f64::from(kubelet.event_record_qps.max(0)),
+        burst: u32::try_from(kubelet.event_burst).unwrap_or(0),
+        node: node.to_owned(),
+    };
     settings.seccomp_default = kubelet.seccomp_default;
     settings.node_report = Some(node_report_settings(config, node));
     // Validation checked the keys as kubelet does; a policy edged still refuses keeps

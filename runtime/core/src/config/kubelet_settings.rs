@@ -70,6 +70,10 @@ pub struct KubeletSettings {
     pub file_check_frequency: Duration,
     /// `runtimeRequestTimeout`: the deadline of container runtime listings (2 min).
     pub runtime_request_timeout: Duration,
+    /// `eventRecordQPS`: pod events sent per second at most (50; 0: no limit).
+    pub event_record_qps: i32,
+    /// `eventBurst`: pod events sent at once at most (100).
+    pub event_burst: i32,
     /// `modules.edged.nodeIP`: the node's address; `None` = the host's first.
     pub node_ip: Option<IpAddr>,
     /// `containerLogMaxSize`: a CRI container log this large is rotated (`10Mi`).
@@ -176,6 +180,8 @@ impl EdgeCoreConfig {
                 .runtime_request_timeout
                 .unwrap_or(GoDuration::from_secs(120))
                 .to_std(),
+            event_record_qps: k.event_record_qps.unwrap_or(50),
+            event_burst: k.event_burst.unwrap_or(100),
             node_ip: edged.node_ip.parse().ok(),
             minimum_gc_age: edged.minimum_gc_age.to_std(),
             node_labels: edged.node_labels.clone(),

@@ -91,6 +91,15 @@ pub enum EngineError {
     },
 }
 
+/// How [`Engine::ensure_image`] made an image available (a pod event says which).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageReady {
+    /// It was on the node already (or a refresh failed and the local copy stands).
+    Present,
+    /// It was pulled, in this long.
+    Pulled(std::time::Duration),
+}
+
 /// What to create for one container of a pod.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContainerPlan {
@@ -412,24 +421,27 @@ impl Engine {
         image: &str,
         policy: &str,
         credentials: &[DockerCredentials],
-    ) -> Result<(), EngineError> {
+    ) -> Result<ImageReady, EngineError> {
         let present = dispatch!(self, e => e.image_present(image).await)?;
         match (policy, present) {
             ("Never", false) => Err(EngineError::Image {
                 reason: "ErrImageNeverPull",
                 message: format!("image {image:?} is not present and the pull policy is Never"),
             }),
-            ("Never" | "IfNotPresent", true) => Ok(()),
-            _ => match self.pull_with(image, credentials).await {
-                Ok(()) => Ok(()),
-                // An image already here still runs when a refresh fails (no registry,
-                // offline node): kubelet would fail the pod; an edge node should not.
-                Err(e) if present => {
-                    tracing::warn!(image, "pull failed, using the local image: {e}");
-                    Ok(())
+            ("Never" | "IfNotPresent", true) => Ok(ImageReady::Present),
+            _ => {
+                let started = std::time::Instant::now();
+                match self.pull_with(image, credentials).await {
+                    Ok(()) => Ok(ImageReady::Pulled(started.elapsed())),
+                    // An image already here still runs when a refresh fails (no registry,
+                    // offline node): kubelet would fail the pod; an edge node should not.
+                    Err(e) if present => {
+                        tracing::warn!(image, "pull failed, using the local image: {e}");
+                        Ok(ImageReady::Present)
+                    }
+                    Err(e) => Err(e),
                 }
-                Err(e) => Err(e),
-            },
+            }
         }
     }
 

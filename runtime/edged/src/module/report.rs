@@ -16,6 +16,7 @@ use super::SyncLoop;
 use super::sync::lock;
 use super::wasm::{is_wasm_pod, wasm_observed};
 use crate::engine::{ContainerRun, Engine, ManagedContainer};
+use crate::events::EventType;
 use crate::pod::Container;
 use crate::probe::{ProbeKind, Prober, Verdict};
 use crate::status::{Observed, pod_patch, pod_status};
@@ -316,8 +317,31 @@ impl SyncLoop {
             return;
         }
         self.report_due = true;
+        let pod = self.desired.get(&r.uid).map(|d| &d.pod);
+        if let (Err(why), Some(pod)) = (&r.outcome, pod) {
+            self.sync.events.record(
+                pod,
+                Some(&r.container),
+                EventType::Warning,
+                "Unhealthy",
+                format!("{} probe failed: {why}", r.kind.title()),
+            );
+        }
         if let Verdict::Restart(why) = prober.record(r.kind, probe, &r.outcome) {
             tracing::info!(pod = %r.uid, container = %r.container, "{why}; killing the container");
+            if let Some(d) = self.desired.get(&r.uid) {
+                self.sync.events.record(
+                    &d.pod,
+                    Some(&r.container),
+                    EventType::Normal,
+                    "Killing",
+                    format!(
+                        "Container {} failed {} probe, will be restarted",
+                        r.container,
+                        r.kind.title().to_lowercase()
+                    ),
+                );
+            }
             self.probers.remove(&key);
             let (engine, grace) = (self.sync.engine.clone(), self.settings().stop_grace);
             tokio::spawn(async move {

@@ -16,7 +16,8 @@ use wedge_core::{Bus, Content, Message};
 
 use super::Edged;
 use super::wasm::WasmContainer;
-use crate::engine::{Engine, EngineError, ManagedContainer};
+use crate::engine::{Engine, EngineError, ImageReady, ManagedContainer};
+use crate::events::EventType;
 use crate::plan::{container_plan, spec_hash};
 use crate::pod::{Container, Pod};
 use crate::projected::{Objects, container_env, write_volumes};
@@ -165,6 +166,8 @@ pub(super) struct PodSync {
     pub(super) edged: Arc<Edged>,
     pub(super) engine: Engine,
     pub(super) bus: Bus,
+    /// Where pod events are recorded.
+    pub(super) events: crate::events::Recorder,
 }
 
 impl PodSync {
@@ -266,6 +269,13 @@ impl PodSync {
                 }
                 Err(message) => {
                     tracing::warn!(pod = %pod.key(), "volumes not ready: {message}");
+                    self.events.record(
+                        pod,
+                        None,
+                        EventType::Warning,
+                        "FailedMount",
+                        format!("MountVolume.SetUp failed: {message}"),
+                    );
                     for c in pod.all_containers() {
                         state.waiting.insert(
                             c.name.clone(),
@@ -359,7 +369,7 @@ impl PodSync {
                     if !restart {
                         continue;
                     }
-                    if !self.backoff_elapsed(&job.state, &spec.name) {
+                    if !self.backoff_elapsed(pod, &job.state, &spec.name) {
                         outcome.changed = true;
                         continue;
                     }
@@ -442,7 +452,7 @@ impl PodSync {
                         // Kubelet's rule: the pod has failed; nothing more runs.
                         return waiting(false);
                     }
-                    if !self.backoff_elapsed(state, &spec.name) {
+                    if !self.backoff_elapsed(pod, state, &spec.name) {
                         return waiting(true);
                     }
                     // Keep the newest failed run (its logs), drop older ones.
@@ -627,7 +637,7 @@ impl PodSync {
 
     /// True when `container` may be restarted now; otherwise records it as in
     /// `CrashLoopBackOff`. Taking a restart doubles the next back-off.
-    fn backoff_elapsed(&self, state: &SharedState, container: &str) -> bool {
+    fn backoff_elapsed(&self, pod: &Pod, state: &SharedState, container: &str) -> bool {
         let (initial, max) = (self.settings().initial_backoff, self.settings().max_backoff);
         let mut state = lock(state);
         let now = Instant::now();
@@ -637,6 +647,16 @@ impl PodSync {
             .copied()
             .unwrap_or((now, initial));
         if now < until {
+            self.events.record(
+                pod,
+                Some(container),
+                EventType::Warning,
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container {container} in pod {}",
+                    pod.key()
+                ),
+            );
             state.waiting.insert(
                 container.to_owned(),
                 (
@@ -674,9 +694,39 @@ impl PodSync {
             };
             let env = env.map_err(config_error)?;
             let credentials = crate::pull_secrets::credentials(pod, &spec.image, objects).await;
-            self.engine
-                .ensure_image(&spec.image, spec.pull_policy(), &credentials)
-                .await?;
+            let image = &spec.image;
+            let pulled = self
+                .engine
+                .ensure_image(image, spec.pull_policy(), &credentials)
+                .await;
+            let (kind, reason, message) = match &pulled {
+                Ok(ImageReady::Present) => (
+                    EventType::Normal,
+                    "Pulled",
+                    format!("Container image {image:?} already present on machine"),
+                ),
+                Ok(ImageReady::Pulled(took)) => (
+                    EventType::Normal,
+                    "Pulled",
+                    format!("Successfully pulled image {image:?} in {took:.3?}"),
+                ),
+                Err(EngineError::Image {
+                    reason: "ErrImageNeverPull",
+                    ..
+                }) => (
+                    EventType::Warning,
+                    "ErrImageNeverPull",
+                    format!("Container image {image:?} is not present with pull policy of Never"),
+                ),
+                Err(e) => (
+                    EventType::Warning,
+                    "Failed",
+                    format!("Failed to pull image {image:?}: {e}"),
+                ),
+            };
+            self.events
+                .record(pod, Some(&spec.name), kind, reason, message);
+            pulled?;
             self.engine.verify_run_as_non_root(pod, spec).await?;
             let mut plan = container_plan(
                 &settings.node_name,
@@ -695,6 +745,13 @@ impl PodSync {
                 settings.seccomp_default,
             );
             let id = self.engine.create(&plan).await?;
+            self.events.record(
+                pod,
+                Some(&spec.name),
+                EventType::Normal,
+                "Created",
+                format!("Created container: {}", spec.name),
+            );
             sandbox.running().await?;
             self.engine.start(&id).await
         }
@@ -710,6 +767,13 @@ impl PodSync {
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(pod = %pod.key(), container = %spec.name, attempt, "container started");
+                self.events.record(
+                    pod,
+                    Some(&spec.name),
+                    EventType::Normal,
+                    "Started",
+                    format!("Started container {}", spec.name),
+                );
                 true
             }
             Err(e) => {
@@ -719,6 +783,21 @@ impl PodSync {
                     _ => "RunContainerError".to_owned(),
                 };
                 tracing::warn!(pod = %pod.key(), container = %spec.name, reason, "container not started: {e}");
+                if !matches!(
+                    e,
+                    EngineError::Image {
+                        reason: "ErrImageNeverPull" | "ErrImagePull",
+                        ..
+                    }
+                ) {
+                    self.events.record(
+                        pod,
+                        Some(&spec.name),
+                        EventType::Warning,
+                        "Failed",
+                        format!("Error: {e}"),
+                    );
+                }
                 state
                     .waiting
                     .insert(spec.name.clone(), (reason, e.to_string()));
@@ -771,6 +850,17 @@ impl PodSync {
         // App containers first: the sandbox holds their network until they are gone.
         let (sandboxes, apps): (Vec<&ManagedContainer>, Vec<&ManagedContainer>) =
             ours.iter().partition(|c| c.sandbox);
+        if let Some(pod) = &job.pod {
+            for c in apps.iter().filter(|c| c.state == "running") {
+                self.events.record(
+                    pod,
+                    Some(&c.container),
+                    EventType::Normal,
+                    "Killing",
+                    format!("Stopping container {}", c.container),
+                );
+            }
+        }
         if !self.stop_remove_all(&apps, job.grace).await
             || !self.remove_sandboxes(&sandboxes, true).await
         {
