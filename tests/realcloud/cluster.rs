@@ -275,3 +275,39 @@ pub fn pod_events_explain_a_missing_image_and_a_failing_probe(bed: &mut Bed) -> 
         .kubectl(&["delete", "pod", "no-image", "sick", "--wait=false"])?;
     Ok(())
 }
+
+/// A pod that asks for more CPU than the node has is refused at admission as kubelet refuses
+/// it: `Failed`, reason `OutOfcpu`, kubelet's message, and nothing of it runs. (With no
+/// scheduler in this cloud, `nodeName` puts it there; a scheduler would not, but a pod bound
+/// by hand or a static pod would.)
+pub fn a_pod_asking_for_more_than_the_node_has_is_refused(bed: &mut Bed) -> Result<()> {
+    let name = "too-big";
+    bed.cloud.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  \
+         nodeName: {node}\n  automountServiceAccountToken: false\n  containers:\n  - name: app\n    \
+         image: wedge-test/busybox:1\n    imagePullPolicy: Never\n    command: [sleep, \"3600\"]\n    \
+         resources: {{requests: {{cpu: \"512\"}}}}\n",
+        node = bed.node.name
+    ))?;
+    let pod = wait_for("the pod refused", Duration::from_secs(60), || {
+        let pod = bed.cloud.get(&["pod", name])?;
+        Ok((pod["status"]["phase"] == "Failed").then_some(pod))
+    })?;
+    ensure!(
+        pod["status"]["reason"] == "OutOfcpu",
+        "reason OutOfcpu: {}",
+        pod["status"]
+    );
+    let message = pod["status"]["message"].as_str().unwrap_or_default();
+    ensure!(
+        message.starts_with("Node didn't have enough resource: cpu, requested: 512000, used: "),
+        "kubelet's message: {message}"
+    );
+    ensure!(
+        crate::pods::containers_of(name)?.is_empty(),
+        "no container of a refused pod"
+    );
+    bed.cloud
+        .kubectl(&["delete", "pod", name, "--wait=false"])?;
+    Ok(())
+}

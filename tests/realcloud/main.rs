@@ -99,6 +99,10 @@ fn main() -> ExitCode {
             "pod_events_explain_a_missing_image_and_a_failing_probe",
             Box::new(cluster::pod_events_explain_a_missing_image_and_a_failing_probe),
         ),
+        (
+            "a_pod_asking_for_more_than_the_node_has_is_refused",
+            Box::new(cluster::a_pod_asking_for_more_than_the_node_has_is_refused),
+        ),
         ("lease_is_renewed_for_three_minutes", lease_watch),
         (
             "desired_values_reach_dmi_and_wasm_mappers_and_a_deleted_device_leaves_its_mapper",

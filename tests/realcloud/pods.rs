@@ -113,7 +113,7 @@ pub(crate) fn wait_running(bed: &Bed, name: &str, timeout: Duration) -> Result<V
 }
 
 /// The engine ids of pod `name`'s app containers (sandboxes left out), running or not.
-fn containers_of(name: &str) -> Result<Vec<String>> {
+pub(crate) fn containers_of(name: &str) -> Result<Vec<String>> {
     let out = Command::new("docker")
         .args([
             "ps",

@@ -22,6 +22,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod disk;
 pub mod engine;
 pub mod events;

@@ -195,6 +195,8 @@ pub struct Edged {
     registered: Arc<tokio::sync::watch::Sender<bool>>,
     /// The pod event recorder's counters.
     event_stats: Arc<crate::events::EventStats>,
+    /// The node's pressure conditions as the node report last read them (admission).
+    pressure: Arc<tokio::sync::watch::Sender<crate::node::pressure::Pressure>>,
 }
 
 impl Edged {
@@ -210,6 +212,7 @@ impl Edged {
             server_stats: std::sync::Mutex::new(None),
             registered: Arc::new(tokio::sync::watch::Sender::new(false)),
             event_stats: Arc::default(),
+            pressure: Arc::new(tokio::sync::watch::Sender::new(Default::default())),
         }
     }
 
@@ -296,6 +299,8 @@ struct SyncLoop {
     snapshot: Option<(Instant, Arc<Vec<ManagedContainer>>)>,
     /// A listing is out ([`SyncLoop::start_relist`]).
     relisting: bool,
+    /// The node's allocatable CPU (millicores) and memory (bytes), read at the first admission.
+    allocatable: Option<(i64, i64)>,
     /// Where the listing task sends what it found.
     relist_results: mpsc::Sender<Relisting>,
     /// The container GC pass running now, if any.
@@ -344,9 +349,14 @@ impl SyncLoop {
         }
         let problem = validate(&pod)
             .and_then(|()| self.wasm_pod_without_init_containers(&pod))
-            .and_then(|()| prepare_volumes(&pod, &self.settings().pods_root))
             .err()
-            .map(|e| (e.reason.to_owned(), e.message));
+            .map(|e| (e.reason.to_owned(), e.message))
+            .or_else(|| self.admission(&pod))
+            .or_else(|| {
+                prepare_volumes(&pod, &self.settings().pods_root)
+                    .err()
+                    .map(|e| (e.reason.to_owned(), e.message))
+            });
         if let Some((reason, message)) = &problem {
             tracing::warn!(pod = %pod.key(), reason, "pod cannot start: {message}");
         }
@@ -382,6 +392,50 @@ impl SyncLoop {
             self.workers.sync_now(&uid);
         }
         self.report_due = true;
+    }
+
+    /// Kubelet's admission of a pod the node has not taken on yet ([`crate::admission`]): the
+    /// refusal, if any, as a problem whose reason makes the pod `Failed`. A pod the node took
+    /// on before (it has a `startTime`) is not weighed again, so a restart under pressure does
+    /// not fail the pods it was running; one refused before stays refused.
+    fn admission(&mut self, pod: &Pod) -> Option<(String, String)> {
+        let seen = &pod.status;
+        if seen.phase == "Failed" && crate::admission::REASONS.contains(&seen.reason.as_str()) {
+            return Some((seen.reason.clone(), seen.message.clone()));
+        }
+        if seen.start_time.is_some()
+            || self.desired.contains_key(&pod.metadata.uid)
+            || crate::static_pods::is_static(pod)
+        {
+            return None;
+        }
+        let (cpu_millis, memory_bytes) = *self.allocatable.get_or_insert_with(|| {
+            let host = crate::node::host::HostInfo::read(&self.sync.edged.settings.pods_root);
+            crate::node::status::allocatable_cpu_memory(&host)
+        });
+        let facts = crate::admission::NodeFacts {
+            max_pods: self
+                .settings()
+                .node_report
+                .as_ref()
+                .map_or(110, |r| r.max_pods),
+            cpu_millis,
+            memory_bytes,
+            pressure: *self.sync.edged.pressure.borrow(),
+        };
+        let admitted = self.desired.values().filter(|d| {
+            d.problem.is_none() && !matches!(d.pod.status.phase.as_str(), "Succeeded" | "Failed")
+        });
+        let refused = crate::admission::admit(pod, admitted.map(|d| &d.pod), &facts).err()?;
+        tracing::warn!(pod = %pod.key(), reason = refused.reason, "pod not admitted: {}", refused.message);
+        self.sync.events.record(
+            pod,
+            None,
+            crate::events::EventType::Warning,
+            refused.reason,
+            refused.message.clone(),
+        );
+        Some((refused.reason.to_owned(), refused.message))
     }
 
     /// A Wasm pod's containers are long-running modules in the node's Wasm host, which has no
@@ -806,7 +860,10 @@ impl Module for Edged {
                 ctx.bus().clone(),
                 settings,
                 version,
-                self.registered.clone(),
+                crate::node::ReportSignals {
+                    registered: self.registered.clone(),
+                    pressure: self.pressure.clone(),
+                },
                 stop_reports,
             ));
         }
@@ -864,6 +921,7 @@ impl Module for Edged {
             last_done: HashMap::new(),
             snapshot: None,
             relisting: false,
+            allocatable: None,
             relist_results,
             container_gc: None,
             reported: HashMap::new(),

@@ -34,6 +34,15 @@ pub struct SeenStatus {
     /// The conditions with their transition times.
     #[serde(default)]
     pub conditions: Vec<SeenCondition>,
+    /// `Pending`, `Running`, `Succeeded`, `Failed` (empty before the node first reported).
+    #[serde(default)]
+    pub phase: String,
+    /// Why the pod is in its phase (an admission refusal's reason).
+    #[serde(default)]
+    pub reason: String,
+    /// The reason's message.
+    #[serde(default)]
+    pub message: String,
 }
 
 /// One condition of a stored status.

@@ -243,6 +243,8 @@ pub fn pod_status(
     let containers = observed.app;
     let init = Initialization::of(pod.restart_policy(), observed.init, containers);
     let phase = match (problem, &init) {
+        // Refused at admission: kubelet's rejected pods are over before they began.
+        (Some((reason, _)), _) if crate::admission::REASONS.contains(&reason) => "Failed",
         (Some(_), _) | (None, Initialization::Pending(_)) => "Pending",
         (None, Initialization::Failed(_)) => "Failed",
         (None, Initialization::Done) => phase(pod.restart_policy(), containers),

@@ -53,6 +53,14 @@ pub const KUBELET_VERSION: &str = concat!(
 /// Memory kept back from allocatable: kubelet's default hard eviction `memory.available<100Mi`.
 const MEMORY_EVICTION_KIB: u64 = 100 * 1024;
 
+/// The node's allocatable CPU in millicores and memory in bytes, as its status reports them
+/// (memory less kubelet's default hard-eviction reserve), for pod admission.
+pub fn allocatable_cpu_memory(host: &HostInfo) -> (i64, i64) {
+    let cpu = i64::try_from(host.cpus).unwrap_or(i64::MAX / 1000) * 1000;
+    let memory = host.memory_kib.saturating_sub(MEMORY_EVICTION_KIB) * 1024;
+    (cpu, i64::try_from(memory).unwrap_or(i64::MAX))
+}
+
 /// The Node object registered with the cloud.
 pub fn node_object(
     settings: &NodeReportSettings,
