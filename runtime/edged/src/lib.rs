@@ -46,6 +46,7 @@ pub mod server;
 pub mod static_pods;
 pub mod stats;
 pub mod status;
+pub mod subpath;
 pub mod wasm_pods;
 
 pub use module::{Edged, EdgedSettings};

@@ -198,7 +198,7 @@ pub fn container_plan(
     }
     let env = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut binds = Vec::new();
-    for mount in &container.volume_mounts {
+    for (index, mount) in container.volume_mounts.iter().enumerate() {
         let (host, read_only) =
             volume_source(pod, &mount.name, pods_root).ok_or_else(|| SpecError {
                 reason: "InvalidPodSpec",
@@ -211,6 +211,15 @@ pub fn container_plan(
             ":ro"
         } else {
             ""
+        };
+        // A sub-path mount binds what `subpath::prepare` bound for it, never the volume.
+        let sub = [&mount.sub_path, &mount.sub_path_expr]
+            .iter()
+            .any(|p| p.as_deref().is_some_and(|p| !p.is_empty()));
+        let host = if sub {
+            crate::subpath::target(pods_root, uid, &mount.name, &container.name, index)
+        } else {
+            host
         };
         binds.push(format!("{}:{}{mode}", host.display(), mount.mount_path));
     }

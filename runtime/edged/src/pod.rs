@@ -323,11 +323,11 @@ pub struct VolumeMount {
     /// Read-only mount.
     #[serde(default)]
     pub read_only: bool,
-    /// A path inside the volume to mount instead of its root: refused (see [`validate`]),
-    /// never silently mounted as the whole volume.
+    /// A path inside the volume to mount instead of its root, resolved safely inside it
+    /// ([`crate::subpath`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_path: Option<String>,
-    /// `subPath` with `$(VAR)` expansion: refused like `subPath`.
+    /// `subPath` with `$(VAR)` expansion from the container's environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_path_expr: Option<String>,
     /// Mount propagation: only `None` (the default) is supported.
@@ -631,25 +631,6 @@ fn validate_container(
                 m.mount_path
             )));
         }
-        // A sub-path mount needs kubelet's safe resolution inside the volume (a symlink made
-        // by another container must not lead out of it); until then such a pod is refused
-        // rather than given the whole volume.
-        for (field, set) in [
-            (
-                "subPath",
-                m.sub_path.as_deref().is_some_and(|p| !p.is_empty()),
-            ),
-            (
-                "subPathExpr",
-                m.sub_path_expr.as_deref().is_some_and(|p| !p.is_empty()),
-            ),
-        ] {
-            if set {
-                return Err(SpecError::invalid(format!(
-                    "{at}.volumeMounts[{j}].{field}: sub-path mounts are not supported by this node"
-                )));
-            }
-        }
         if let Some(mode) = m.mount_propagation.as_deref()
             && mode != "None"
         {
@@ -716,33 +697,29 @@ mod tests {
     }
 
     #[test]
-    fn sub_path_mounts_and_propagation_are_refused_by_name_not_mounted_whole() {
+    fn propagation_is_refused_by_name_and_sub_paths_are_taken() {
         let with_mount = |mount: serde_json::Value| {
             let mut spec = good();
             spec["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([mount]);
             validate(&pod(spec))
         };
-        let cases = [
-            (
-                serde_json::json!({"name": "scratch", "mountPath": "/s", "subPath": "a"}),
-                "spec.containers[0].volumeMounts[0].subPath",
-            ),
-            (
-                serde_json::json!({"name": "scratch", "mountPath": "/s", "subPathExpr": "$(POD)"}),
-                "spec.containers[0].volumeMounts[0].subPathExpr",
-            ),
-            (
-                serde_json::json!({"name": "scratch", "mountPath": "/s", "mountPropagation": "Bidirectional"}),
-                "spec.containers[0].volumeMounts[0].mountPropagation",
-            ),
-        ];
-        for (mount, field) in cases {
-            let err = with_mount(mount).unwrap_err();
-            assert!(err.message.contains(field), "{}", err.message);
+        let err = with_mount(
+            serde_json::json!({"name": "scratch", "mountPath": "/s", "mountPropagation": "Bidirectional"}),
+        )
+        .unwrap_err();
+        assert!(
+            err.message
+                .contains("spec.containers[0].volumeMounts[0].mountPropagation"),
+            "{}",
+            err.message
+        );
+        for ok in [
+            serde_json::json!({"name": "scratch", "mountPath": "/s", "subPath": "a"}),
+            serde_json::json!({"name": "scratch", "mountPath": "/s", "subPathExpr": "$(POD)"}),
+            serde_json::json!({"name": "scratch", "mountPath": "/s", "subPath": "", "mountPropagation": "None"}),
+        ] {
+            with_mount(ok).unwrap();
         }
-        // Empty sub-paths and propagation None are what the apiserver may write: accepted.
-        with_mount(serde_json::json!({"name": "scratch", "mountPath": "/s", "subPath": "", "mountPropagation": "None"}))
-            .unwrap();
     }
 
     #[test]

@@ -693,6 +693,10 @@ impl PodSync {
                 message,
             };
             let env = env.map_err(config_error)?;
+            crate::subpath::prepare(pod, spec, &settings.pods_root, &env, |volume| {
+                crate::plan::volume_source(pod, volume, &settings.pods_root).map(|(root, _)| root)
+            })
+            .map_err(|e| config_error(e.to_string()))?;
             let credentials = crate::pull_secrets::credentials(pod, &spec.image, objects).await;
             let image = &spec.image;
             let pulled = self
@@ -877,6 +881,12 @@ impl PodSync {
         };
         let root = &self.settings().pods_root;
         let dir = root.join(&job.uid);
+        // Sub-path binds come down first: removing the tree across one would delete the
+        // volume's own files.
+        if !crate::subpath::unmount_all(&dir.join("volume-subpaths")) {
+            tracing::warn!(pod = %pod.key(), "sub-path mounts still up; the pod directory stays");
+            return failed;
+        }
         // Only a plain uid names a directory under the pods root (never `..` or a path).
         if dir.file_name() == Some(std::ffi::OsStr::new(&job.uid))
             && dir.parent() == Some(root.as_path())

@@ -1286,3 +1286,100 @@ async fn a_missing_runtime_keeps_edged_up_and_its_pods_name_the_endpoint() {
     .await;
     node.stop().await;
 }
+
+/// `subPath` and `subPathExpr` mounts see what is inside the volume at that path, through
+/// symlinks that stay inside; one whose path leads out of the volume (a symlink to `/etc` left
+/// by the pod's own init container: CVE-2017-1002101) is refused with kubelet's reason and the
+/// container never starts. A deleted pod's sub-path binds come down before its directory goes.
+#[tokio::test]
+async fn sub_path_mounts_stay_inside_their_volume() {
+    let good = unique("subpath");
+    let bad = unique("escape");
+    let prep = |script: &str| {
+        json!([{"name": "prep", "image": IMAGE, "imagePullPolicy": "Never",
+                "command": ["sh", "-c", script],
+                "volumeMounts": [{"name": "v", "mountPath": "/v"}]}])
+    };
+    let mut inside = pod(
+        &good,
+        json!({"containers": [sleeper("app", "sleep 3600")], "volumes": [{"name": "v", "emptyDir": {}}]}),
+    );
+    inside["spec"]["initContainers"] =
+        prep("mkdir -p /v/data && echo hello > /v/data/greeting && ln -s data /v/link-in");
+    inside["spec"]["containers"][0]["env"] = json!([{"name": "PART", "value": "made"}]);
+    inside["spec"]["containers"][0]["volumeMounts"] = json!([
+        {"name": "v", "mountPath": "/d", "subPath": "data"},
+        {"name": "v", "mountPath": "/l", "subPath": "link-in"},
+        {"name": "v", "mountPath": "/g", "subPath": "data/greeting", "readOnly": true},
+        {"name": "v", "mountPath": "/x", "subPathExpr": "data/$(PART)"}
+    ]);
+    let mut out = pod(
+        &bad,
+        json!({"containers": [sleeper("app", "sleep 3600")], "volumes": [{"name": "v", "emptyDir": {}}]}),
+    );
+    out["spec"]["initContainers"] = prep("ln -s /etc /v/escape");
+    out["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "v", "mountPath": "/e", "subPath": "escape"}]);
+    let mut node = Node::start(&[], None).await;
+    node.send("insert", &inside).await;
+    node.send("insert", &out).await;
+    node.wait_status(&good, |s| running(s, 1)).await;
+    let app = node
+        .containers(uid(&inside))
+        .await
+        .into_iter()
+        .find(|c| c.container == "app")
+        .unwrap();
+    for (cmd, want) in [
+        ("cat /d/greeting /l/greeting /g", "hello\nhello\nhello\n"),
+        ("test -d /x && echo made-on-demand", "made-on-demand\n"),
+        ("(echo x > /g) 2>/dev/null || echo read-only", "read-only\n"),
+    ] {
+        let (code, output) = node
+            .engine
+            .exec(
+                &app.id,
+                &["sh".into(), "-c".into(), cmd.into()],
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+        assert_eq!((code, output.as_str()), (0, want), "{cmd}");
+    }
+    let status = node
+        .wait_status(&bad, |s| {
+            s["containerStatuses"][0]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+        })
+        .await;
+    let message = status["containerStatuses"][0]["state"]["waiting"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("leads out of volume"), "{message}");
+    assert!(
+        node.containers(uid(&out))
+            .await
+            .iter()
+            .all(|c| c.container != "app"),
+        "the app container never started"
+    );
+    // Deleted: binds down, then the directory (and /etc untouched, of course).
+    let pod_dir = node.root.path().join("pods").join(uid(&inside));
+    assert!(pod_dir.join("volume-subpaths").exists());
+    node.send("delete", &inside).await;
+    node.send("delete", &out).await;
+    let deadline = Instant::now() + WAIT;
+    while pod_dir.exists() {
+        assert!(Instant::now() < deadline, "the pod directory stayed");
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(uid(&inside)),
+        "no sub-path bind left: {mounts}"
+    );
+    assert!(std::path::Path::new("/etc/passwd").exists());
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
