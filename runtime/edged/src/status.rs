@@ -35,9 +35,14 @@ pub fn phase(policy: &str, containers: &[Observed]) -> &'static str {
         .count();
     let terminated: Vec<i64> = containers
         .iter()
-        .filter_map(|c| {
-            let run = c.run.as_ref()?;
-            (!run.running && !never_started(run)).then_some(run.exit_code)
+        .filter_map(|c| match c.run.as_ref() {
+            Some(run) if !run.running && !never_started(run) => Some(run.exit_code),
+            Some(run) if run.running => None,
+            // Made again but not started yet (or not inspectable): its last instance ran and
+            // ended, which is what kubelet counts (`lastState.terminated`). Only a failed or
+            // restartable container is made again, so it did not succeed for good.
+            _ if c.restart_count > 0 => Some(1),
+            _ => None,
         })
         .collect();
     if running + terminated.len() < containers.len() {
@@ -507,6 +512,19 @@ mod tests {
             waiting: None,
             ready: true,
         }
+    }
+
+    #[test]
+    fn a_restarted_container_not_started_yet_keeps_the_pod_running() {
+        let mut again = observed(Some((false, 0)));
+        again.restart_count = 2;
+        again.run.as_mut().unwrap().started_at = String::new();
+        assert_eq!(phase("Always", std::slice::from_ref(&again)), "Running");
+        assert_eq!(phase("OnFailure", std::slice::from_ref(&again)), "Running");
+        let mut uninspected = observed(None);
+        uninspected.restart_count = 1;
+        assert_eq!(phase("Always", &[uninspected]), "Running");
+        assert_eq!(phase("Always", &[observed(None)]), "Pending");
     }
 
     #[test]

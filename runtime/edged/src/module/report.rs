@@ -84,6 +84,7 @@ impl SyncLoop {
                 stale = true;
                 continue;
             }
+            let mut vanished = false;
             let mut sandbox_ip = None;
             let mut sandbox_ready = true;
             let mut init = Vec::new();
@@ -123,6 +124,7 @@ impl SyncLoop {
                         Some(c) => self.inspections.get(&self.sync.engine, c).await,
                         None => None,
                     };
+                    vanished |= newest.is_some() && run.is_none();
                     let is_running = run.as_ref().is_some_and(|r| r.running);
                     let waiting = lock(&d.state)
                         .waiting
@@ -147,6 +149,9 @@ impl SyncLoop {
                         Some(c) => self.inspections.get(&self.sync.engine, c).await,
                         None => None,
                     };
+                    // Listed, then gone before it could be inspected: the pod's worker (or the
+                    // container GC) removed it since the listing, which is stale for this pod.
+                    vanished |= newest.is_some() && run.is_none();
                     let is_running = run.as_ref().is_some_and(|r| r.running);
                     if is_running {
                         running += 1;
@@ -201,6 +206,12 @@ impl SyncLoop {
                 }
                 observed
             };
+            let removing = self.workers.pending(uid)
+                || self.container_gc.as_ref().is_some_and(|t| !t.is_finished());
+            if vanished && listed_at.is_some() && removing {
+                stale = true;
+                continue;
+            }
             let problem = d.problem.as_ref().map(|(r, m)| (r.as_str(), m.as_str()));
             let containers = crate::status::PodContainers {
                 init: &init,
