@@ -16,6 +16,9 @@ pub fn condition<'a>(node: &'a Value, kind: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == kind)
 }
 
+/// The suite node's `nodefs.available` and `imagefs.available` thresholds, in percent.
+pub const SUITE_DISK_PERCENT: u32 = 5;
+
 /// Join → Ready, with the fields edgecore v1.23.1's node status has on the same cloud.
 pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
     let name = bed.node.name.clone();
@@ -24,9 +27,9 @@ pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
         Ok(node.filter(|n| condition(n, "Ready").is_some_and(|c| c["status"] == "True")))
     })?;
     let status = &node["status"];
-    // What kubelet's default thresholds say of this machine (the same disk holds the node's
-    // root and Docker's): DiskPressure below 15 % free (imagefs.available), memory below
-    // 100Mi; edged reports the same.
+    // What the suite's thresholds say of this machine (the same disk holds the node's root
+    // and Docker's): DiskPressure below SUITE_DISK_PERCENT free, memory below 100Mi; edged
+    // reports the same.
     let free = |path: &str| -> Result<f64> {
         let out = std::process::Command::new("df")
             .args(["--output=avail,size", "-B1", path])
@@ -47,8 +50,9 @@ pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
     // Within a point of the threshold the disk may cross it between edged's reading and
     // this one (CI fills the disk it builds on): then either value is right, with its reason.
     let free_share = free(&docker_root).unwrap_or(1.0);
-    let disk_pressure = free_share < 0.15;
-    let disk_either = (free_share - 0.15).abs() < 0.01;
+    let threshold = f64::from(SUITE_DISK_PERCENT) / 100.0;
+    let disk_pressure = free_share < threshold;
+    let disk_either = (free_share - threshold).abs() < 0.01;
     for (kind, expected, reason, either) in [
         ("MemoryPressure", false, "KubeletHasSufficientMemory", false),
         (

@@ -26,6 +26,7 @@ pub mod admission;
 pub mod disk;
 pub mod engine;
 pub mod events;
+pub mod eviction;
 pub mod gc;
 pub mod gc_pass;
 pub mod log_rotation;

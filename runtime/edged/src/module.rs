@@ -85,6 +85,12 @@ pub struct EdgedSettings {
     pub query_timeout: Duration,
     /// Pod events: whether they reach the cloud (`reportEvent`) and how fast.
     pub events: crate::events::EventSettings,
+    /// Hard eviction thresholds (`evictionHard`): `nodefs.available` evicts pods
+    /// ([`crate::eviction`]); every signal's pressure refuses new pods at admission.
+    pub eviction_thresholds: crate::node::pressure::Thresholds,
+    /// How often the node's signals are read for eviction and admission (10 s, kubelet's
+    /// eviction monitoring period).
+    pub eviction_interval: Duration,
     /// Deadline of the relist's container listing (kubelet's `runtimeRequestTimeout`, 2 min):
     /// a listing that takes longer counts as the runtime being down.
     pub runtime_request_timeout: Duration,
@@ -143,6 +149,8 @@ impl EdgedSettings {
             query_timeout: Duration::from_secs(60),
             runtime_request_timeout: Duration::from_secs(120),
             events: crate::events::EventSettings::default(),
+            eviction_thresholds: crate::node::pressure::Thresholds::default(),
+            eviction_interval: Duration::from_secs(10),
             object_timeout: Duration::from_secs(10),
             node_report: None,
             static_pod_dir: None,
@@ -172,6 +180,8 @@ struct Stats {
     statuses_sent: AtomicU64,
     /// Status patches the cloud refused or did not answer.
     statuses_refused: AtomicU64,
+    /// Pods evicted under disk pressure.
+    evictions: AtomicU64,
     additions_running: AtomicU64,
     deletions_running: AtomicU64,
     additions_queued: AtomicU64,
@@ -195,7 +205,7 @@ pub struct Edged {
     registered: Arc<tokio::sync::watch::Sender<bool>>,
     /// The pod event recorder's counters.
     event_stats: Arc<crate::events::EventStats>,
-    /// The node's pressure conditions as the node report last read them (admission).
+    /// The node's pressure conditions as the last eviction pass read them (admission).
     pressure: Arc<tokio::sync::watch::Sender<crate::node::pressure::Pressure>>,
 }
 
@@ -305,6 +315,12 @@ struct SyncLoop {
     relist_results: mpsc::Sender<Relisting>,
     /// The container GC pass running now, if any.
     container_gc: Option<tokio::task::JoinHandle<()>>,
+    /// An eviction pass is reading the node ([`SyncLoop::start_eviction_pass`]).
+    eviction_pass: bool,
+    /// Where an eviction pass sends the pod it chose (uid, message), if any.
+    eviction_results: mpsc::Sender<Option<(String, String)>>,
+    /// The pod evicted last: no other is evicted while its containers are still going.
+    evicted_last: Option<String>,
     /// Last status sent per pod uid.
     reported: HashMap<String, String>,
     /// Pods whose last status the cloud did not take: sent again by the periodic sync.
@@ -685,6 +701,104 @@ impl SyncLoop {
         self.report(&listed, Some(r.listed_at)).await;
     }
 
+    /// Reads the node's signals in a task of its own ([`crate::eviction`]): publishes the
+    /// pressure (admission weighs it) and, under `nodefs.available` pressure, measures the pods
+    /// and names the one to evict. Skipped while the last evicted pod is still being removed.
+    fn start_eviction_pass(&mut self) {
+        if self.eviction_pass
+            || self
+                .evicted_last
+                .as_ref()
+                .is_some_and(|uid| self.killing.contains_key(uid))
+        {
+            return;
+        }
+        self.eviction_pass = true;
+        let settings = self.settings();
+        let thresholds = settings.eviction_thresholds.clone();
+        let pods_root = settings.pods_root.clone();
+        let root = pods_root.parent().unwrap_or(&pods_root).to_path_buf();
+        let candidates: Vec<crate::eviction::Candidate> = self
+            .desired
+            .iter()
+            .filter(|(_, d)| d.problem.is_none() && !crate::static_pods::is_static(&d.pod))
+            .map(|(uid, d)| crate::eviction::Candidate {
+                uid: uid.clone(),
+                pod: d.pod.clone(),
+                usage: 0,
+            })
+            .collect();
+        let (results, pressure) = (
+            self.eviction_results.clone(),
+            self.sync.edged.pressure.clone(),
+        );
+        tokio::spawn(async move {
+            let found = tokio::task::spawn_blocking(move || {
+                let signals = crate::node::pressure::Signals::read(&root, None);
+                let now = crate::node::pressure::Pressure::of(&thresholds, &signals);
+                pressure.send_if_modified(|known| {
+                    let changed = *known != now;
+                    *known = now;
+                    changed
+                });
+                let (threshold, available) = crate::eviction::pressure(&thresholds, &signals)?;
+                let mut candidates = candidates;
+                for c in &mut candidates {
+                    c.usage = crate::eviction::disk_usage(&pods_root.join(&c.uid));
+                }
+                crate::eviction::rank(&mut candidates);
+                let victim = candidates.first()?;
+                Some((
+                    victim.uid.clone(),
+                    crate::eviction::message(threshold, available, victim),
+                ))
+            })
+            .await
+            .ok()
+            .flatten();
+            let _ = results.send(found).await;
+        });
+    }
+
+    /// Evicts the pod an eviction pass chose: `Failed`/`Evicted` with kubelet's message, a
+    /// Warning event, its containers and volumes removed; it is not started again.
+    fn eviction_found(&mut self, found: Option<(String, String)>) {
+        self.eviction_pass = false;
+        let Some((uid, message)) = found else {
+            return;
+        };
+        let Some(d) = self.desired.get_mut(&uid).filter(|d| d.problem.is_none()) else {
+            return;
+        };
+        tracing::warn!(pod = %d.pod.key(), "evicting: {message}");
+        self.sync.events.record(
+            &d.pod,
+            None,
+            crate::events::EventType::Warning,
+            "Evicted",
+            message.clone(),
+        );
+        d.problem = Some(("Evicted".to_owned(), message));
+        self.killing.insert(
+            uid.clone(),
+            KillJob {
+                uid: uid.clone(),
+                pod: Some(d.pod.clone()),
+                state: Some(d.state.clone()),
+                grace: Some(d.pod.termination_grace()),
+                confirm_deletion: false,
+            },
+        );
+        self.workers.kill(&uid);
+        self.sync
+            .edged
+            .stats
+            .evictions
+            .fetch_add(1, Ordering::Relaxed);
+        self.evicted_last = Some(uid);
+        self.report_due = true;
+    }
+
     /// Container GC in a task of its own (one pass at a time), judging by the pods desired
     /// now: a slow runtime delays the pass, not the loop.
     fn start_container_gc(&mut self) {
@@ -860,10 +974,7 @@ impl Module for Edged {
                 ctx.bus().clone(),
                 settings,
                 version,
-                crate::node::ReportSignals {
-                    registered: self.registered.clone(),
-                    pressure: self.pressure.clone(),
-                },
+                self.registered.clone(),
                 stop_reports,
             ));
         }
@@ -896,6 +1007,7 @@ impl Module for Edged {
         let (probe_results, mut probed) = mpsc::channel(256);
         let (patch_results, mut patched) = mpsc::channel(256);
         let (relist_results, mut relisted) = mpsc::channel(1);
+        let (eviction_results, mut evictions) = mpsc::channel(1);
         let settings = &self.settings;
         let mut sl = SyncLoop {
             sync: PodSync {
@@ -924,6 +1036,9 @@ impl Module for Edged {
             allocatable: None,
             relist_results,
             container_gc: None,
+            eviction_pass: false,
+            eviction_results,
+            evicted_last: None,
             reported: HashMap::new(),
             refused: Default::default(),
             refused_said: Default::default(),
@@ -956,6 +1071,8 @@ impl Module for Edged {
         let mut static_check = tokio::time::interval(settings.static_check);
         static_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         static_check.tick().await;
+        let mut eviction = tokio::time::interval(settings.eviction_interval);
+        eviction.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut container_gc, image_gc) = crate::gc_pass::timers(settings);
         // Image GC keeps its own records and needs nothing of the loop: a task of its own.
         tokio::spawn(image_gc.run(sl.sync.engine.clone(), ctx.token().clone()));
@@ -986,6 +1103,8 @@ impl Module for Edged {
                 }
                 Some(result) = probed.recv() => sl.probed(result),
                 _ = container_gc.tick() => sl.start_container_gc(),
+                _ = eviction.tick() => sl.start_eviction_pass(),
+                Some(found) = evictions.recv() => sl.eviction_found(found),
             }
             sl.dispatch();
             if sl.report_due {
@@ -1073,6 +1192,11 @@ impl MetricsSource for Edged {
                 "wedge_edged_events_dropped_total",
                 "Pod events dropped: over eventRecordQPS/eventBurst, or the recorder's queue full.",
                 &self.event_stats.dropped,
+            ),
+            (
+                "wedge_edged_evictions_total",
+                "Pods evicted because nodefs.available crossed its evictionHard threshold.",
+                &s.evictions,
             ),
             (
                 "wedge_edged_statuses_refused_total",

@@ -130,23 +130,14 @@ pub(crate) async fn call(
     }
 }
 
-/// What the node report tells the rest of edged as it learns it.
-#[derive(Debug, Clone)]
-pub struct ReportSignals {
-    /// Turns true once the cloud has the Node object.
-    pub registered: std::sync::Arc<watch::Sender<bool>>,
-    /// The pressure conditions, as last read (pod admission weighs them).
-    pub pressure: std::sync::Arc<watch::Sender<pressure::Pressure>>,
-}
-
 /// Registers the node (retrying every status period until the cloud takes it; then
-/// `to_edged.registered` turns true), then keeps its status fresh and its lease renewed (in a
+/// `registered` turns true), then keeps its status fresh and its lease renewed (in a
 /// task of its own) until `cancel`.
 pub async fn report(
     bus: Bus,
     settings: NodeReportSettings,
     runtime_version: String,
-    to_edged: ReportSignals,
+    registered: std::sync::Arc<watch::Sender<bool>>,
     cancel: CancellationToken,
 ) {
     let node = settings.node.clone();
@@ -172,15 +163,10 @@ pub async fn report(
             tracing::warn!(node = %node, ?pressure, ?signals, "node pressure changed");
         }
         conditions.observe(pressure, now_ms());
-        to_edged.pressure.send_if_modified(|known| {
-            let changed = *known != pressure;
-            *known = pressure;
-            changed
-        });
         if lease_task.is_none() {
             match register(&bus, &settings, &host, &runtime_version, &conditions).await {
                 Some(uid) => {
-                    to_edged.registered.send_replace(true);
+                    registered.send_replace(true);
                     if uid.is_some() {
                         uid_tx.send_replace(uid);
                     }

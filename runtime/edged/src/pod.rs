@@ -129,6 +129,10 @@ pub struct PodSpec {
     /// Secrets holding registry credentials for the pod's images (see `crate::pull_secrets`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<crate::pull_secrets::PullSecretRef>,
+    /// The pod's priority (from its PriorityClass, set by the apiserver): lower is evicted
+    /// first under pressure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 /// One container.

@@ -36,6 +36,8 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
     };
     settings.seccomp_default = kubelet.seccomp_default;
     settings.node_report = Some(node_report_settings(config, node));
+    settings.eviction_thresholds =
+        wedge_edged::node::pressure::Thresholds::from_eviction_hard(&kubelet.eviction_hard);
     // Validation checked the keys as kubelet does; a policy edged still refuses keeps
     // kubelet's defaults rather than growing logs without bound.
     settings.log_rotation = Some(

@@ -59,7 +59,8 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.tailoredKubeletConfig.containerLogMonitorInterval",
     // The node's kubelet port (logs, exec, attach, stats) listens here.
     "modules.edged.tailoredKubeletConfig.address",
-    // Its thresholds raise the node's pressure conditions (edged does not evict pods).
+    // Its thresholds raise the pressure conditions, refuse new pods under them, and
+    // evict pods under nodefs.available pressure.
     "modules.edged.tailoredKubeletConfig.evictionHard",
     "modules.edged.tailoredKubeletConfig.fileCheckFrequency",
     "modules.edged.tailoredKubeletConfig.imageGCHighThresholdPercent",

@@ -70,6 +70,15 @@ impl Thresholds {
         Thresholds { signals }
     }
 
+    /// The threshold of `signal` in bytes (a percentage taken of `capacity`); `None` when no
+    /// threshold is set for it.
+    pub fn bytes(&self, signal: &str, capacity: u64) -> Option<u64> {
+        match self.signals.get(signal)? {
+            Threshold::Quantity(q) => Some(*q),
+            Threshold::Percent(p) => Some((capacity as f64 * p / 100.0) as u64),
+        }
+    }
+
     fn crossed(&self, signal: &str, reading: Option<(u64, u64)>) -> bool {
         match (self.signals.get(signal), reading) {
             (Some(t), Some((available, capacity))) => t.crossed(available, capacity),

@@ -1383,3 +1383,122 @@ async fn sub_path_mounts_stay_inside_their_volume() {
     node.stop().await;
     remove_all(&name).await;
 }
+
+/// A tmpfs of `mib` MiB mounted on a new temporary directory: a small node filesystem.
+struct SmallDisk {
+    dir: Option<tempfile::TempDir>,
+    path: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn new(mib: u32) -> SmallDisk {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(&path)
+            .output()
+            .expect("mount (the pod suite runs as root: bash .ci/setup)");
+        assert!(out.status.success(), "mount tmpfs: {out:?}");
+        SmallDisk {
+            dir: Some(dir),
+            path,
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .args(["-l"])
+            .arg(&self.path)
+            .output();
+        drop(self.dir.take());
+    }
+}
+
+/// A pod filling its emptyDir past `nodefs.available` is evicted as kubelet evicts it
+/// (`Failed`, `Evicted`, kubelet's message; its containers and volume gone, which ends the
+/// pressure) while a pod using nothing is untouched; and while the pressure lasts a new pod is
+/// refused (`Evicted`, "The node had condition: [DiskPressure]. ").
+#[tokio::test]
+async fn a_pod_filling_the_disk_is_evicted_and_new_pods_are_refused_under_pressure() {
+    let disk = SmallDisk::new(64);
+    let root = tempfile::tempdir_in(&disk.path).unwrap();
+    let filler = unique("filler");
+    let bystander = unique("bystander");
+    let latecomer = unique("latecomer");
+    let mut fill = pod(
+        &filler,
+        json!({"containers": [sleeper("app", "dd if=/dev/zero of=/v/fill bs=1M count=48; sleep 3600")],
+               "volumes": [{"name": "v", "emptyDir": {}}]}),
+    );
+    fill["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "v", "mountPath": "/v"}]);
+    let calm = pod(
+        &bystander,
+        json!({"containers": [sleeper("app", "sleep 3600")]}),
+    );
+    let mut node = Node::start_with(&[], Some((root, unique("node"))), |s| {
+        s.eviction_thresholds = wedge_edged::node::pressure::Thresholds::from_eviction_hard(
+            &[("nodefs.available".to_owned(), "30%".to_owned())].into(),
+        );
+        s.eviction_interval = Duration::from_millis(300);
+    })
+    .await;
+    node.send("insert", &calm).await;
+    node.wait_status(&bystander, |s| running(s, 1)).await;
+    node.send("insert", &fill).await;
+    let status = node
+        .wait_status(&filler, |s| s["reason"] == "Evicted")
+        .await;
+    assert_eq!(status["phase"], "Failed");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message
+            .starts_with("The node was low on resource: ephemeral-storage. Threshold quantity: ")
+            && message.contains(&format!("Pod {filler} was using ")),
+        "{message}"
+    );
+    let deadline = Instant::now() + WAIT;
+    while !node.containers(uid(&fill)).await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the evicted pod's containers stayed"
+        );
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+    // Its volume went with it: the pressure is over, and the other pod ran on untouched.
+    node.serve_for(Duration::from_secs(1)).await;
+    assert!(
+        running(&node.statuses[&bystander], 1),
+        "{}",
+        node.statuses[&bystander]
+    );
+    assert_eq!(node.containers(uid(&calm)).await[0].restart_count, 0);
+    assert_eq!(node.metric("wedge_edged_evictions_total"), 1.0);
+
+    // Pressure that no pod caused: a new pod is refused while it lasts.
+    std::fs::write(disk.path.join("ballast"), vec![0u8; 50 << 20]).unwrap();
+    node.serve_for(Duration::from_secs(1)).await;
+    let late = pod(
+        &latecomer,
+        json!({"containers": [sleeper("app", "sleep 3600")]}),
+    );
+    node.send("insert", &late).await;
+    let status = node
+        .wait_status(&latecomer, |s| s["phase"] == "Failed")
+        .await;
+    assert_eq!(status["reason"], "Evicted");
+    assert_eq!(
+        status["message"],
+        "The node had condition: [DiskPressure]. "
+    );
+    assert!(node.containers(uid(&late)).await.is_empty());
+    std::fs::remove_file(disk.path.join("ballast")).unwrap();
+    for p in [&calm, &fill, &late] {
+        node.send("delete", p).await;
+    }
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
