@@ -109,9 +109,13 @@ impl CloudNode {
         std::fs::create_dir_all(&devices)?;
         std::fs::write(devices.join("devices.yaml"), THERMOMETERS)?;
         let mqtt_port = free_port();
+        // Disk thresholds below kubelet's (10 %/15 %): under DiskPressure edged refuses new
+        // pods, and the machine CI builds on may be within 15 % of full.
         let edged = if edged {
             format!(
-                "    enable: true\n    rootDirectory: {}\n    podSandboxImage: {PAUSE_IMAGE}\n",
+                "    enable: true\n    rootDirectory: {}\n    podSandboxImage: {PAUSE_IMAGE}\n    \
+                 tailoredKubeletConfig:\n      evictionHard: {{memory.available: 100Mi, \
+                 nodefs.available: 5%, imagefs.available: 5%, nodefs.inodesFree: 5%}}\n",
                 dir.path().join("kubelet").display()
             )
         } else {
