@@ -16,9 +16,6 @@ pub fn condition<'a>(node: &'a Value, kind: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == kind)
 }
 
-/// The suite node's `nodefs.available` and `imagefs.available` thresholds, in percent.
-pub const SUITE_DISK_PERCENT: u32 = 5;
-
 /// Join → Ready, with the fields edgecore v1.23.1's node status has on the same cloud.
 pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
     let name = bed.node.name.clone();
@@ -50,7 +47,7 @@ pub fn node_is_ready_with_a_kubelets_status(bed: &mut Bed) -> Result<()> {
     // Within a point of the threshold the disk may cross it between edged's reading and
     // this one (CI fills the disk it builds on): then either value is right, with its reason.
     let free_share = free(&docker_root).unwrap_or(1.0);
-    let threshold = f64::from(SUITE_DISK_PERCENT) / 100.0;
+    let threshold = f64::from(wedge_tests::realcloud::SUITE_DISK_PERCENT) / 100.0;
     let disk_pressure = free_share < threshold;
     let disk_either = (free_share - threshold).abs() < 0.01;
     for (kind, expected, reason, either) in [

@@ -143,17 +143,7 @@ fn setup() -> Result<Bed> {
     let cloud = RealCloud::start()?;
     let mut options = RealNodeOptions::new("wedge-conformance");
     // KubeEdge's default is off; the events check needs them.
-    options.sets = vec![
-        "modules.edged.reportEvent=true".into(),
-        // Disk thresholds below kubelet's (10 %/15 %): under DiskPressure the node refuses
-        // new pods, and the machine CI builds on may be within 15 % of full.
-        format!(
-            "modules.edged.tailoredKubeletConfig.evictionHard={{\"memory.available\": \"100Mi\", \
-             \"nodefs.available\": \"{pct}%\", \"imagefs.available\": \"{pct}%\", \
-             \"nodefs.inodesFree\": \"5%\"}}",
-            pct = checks::SUITE_DISK_PERCENT
-        ),
-    ];
+    options.sets = vec!["modules.edged.reportEvent=true".into()];
     let node = RealNode::join(&cloud, options)?;
     Ok(Bed { cloud, node })
 }

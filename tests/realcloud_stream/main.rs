@@ -408,22 +408,55 @@ fn logs_previous_shows_the_last_run(bed: &Bed, node: &StreamNode) -> Result<()> 
             Ok(restarted.then_some(()))
         },
     )?;
-    let previous = kubectl_ok(bed, &["logs", &pod, "-c", "crasher", "--previous"])?;
-    ensure!(previous.starts_with("run "), "--previous gave {previous:?}");
-    let current = wait_for(
-        "the crasher's current run printed",
-        Duration::from_secs(30),
+    // kubelet's rule: `--previous` is the container's last terminated instance. While the
+    // crasher runs, that is the one before it, and differs from `kubectl logs`; while it waits
+    // in its back-off, the newest instance is the last terminated one, and both show it.
+    wait_for(
+        "--previous shows the last terminated run",
+        Duration::from_secs(60),
         || {
+            let p = bed.cloud.get(&["pod", &pod])?;
+            let state = p["status"]["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["name"] == "crasher")
+                .map(|c| c["state"].clone())
+                .unwrap_or_default();
+            let previous = kubectl_ok(bed, &["logs", &pod, "-c", "crasher", "--previous"])?;
+            ensure!(previous.starts_with("run "), "--previous gave {previous:?}");
             let out = kubectl(bed, &["logs", &pod, "-c", "crasher"], None)?;
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            Ok((out.status.success() && text.starts_with("run ")).then_some(text))
+            let current = String::from_utf8_lossy(&out.stdout).into_owned();
+            if !out.status.success() || !current.starts_with("run ") {
+                return Ok(None);
+            }
+            let settled =
+                |s: &Value| kubectl_state_is(s, "running") || kubectl_state_is(s, "waiting");
+            let again = bed.cloud.get(&["pod", &pod])?;
+            let state_after = again["status"]["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["name"] == "crasher")
+                .map(|c| c["state"].clone())
+                .unwrap_or_default();
+            // Only a reading that no state change crossed counts.
+            if state != state_after || !settled(&state) {
+                return Ok(None);
+            }
+            let fits = if kubectl_state_is(&state, "running") {
+                current != previous
+            } else {
+                current == previous
+            };
+            Ok(fits.then_some(()))
         },
-    )?;
-    ensure!(
-        current != previous,
-        "--previous shows the current run: {current:?}"
-    );
-    Ok(())
+    )
+}
+
+/// Whether a container status `state` object is `kind` (`running`, `waiting`, `terminated`).
+fn kubectl_state_is(state: &Value, kind: &str) -> bool {
+    state.get(kind).is_some()
 }
 
 fn exec_runs_a_command_with_its_exit_code(bed: &Bed, node: &StreamNode) -> Result<()> {

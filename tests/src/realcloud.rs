@@ -326,6 +326,10 @@ impl Kubectl {
     }
 }
 
+/// The `nodefs.available` and `imagefs.available` thresholds (percent) of every node the
+/// real-cloud suites join.
+pub const SUITE_DISK_PERCENT: u32 = 5;
+
 /// Polls `check` every half second until it returns `Some`, or fails after `timeout` with
 /// what the last call saw.
 pub fn wait_for<T>(
@@ -477,6 +481,14 @@ impl RealNode {
             format!(
                 "modules.edged.rootDirectory={}",
                 dir.path().join("kubelet").display()
+            ),
+            // Disk thresholds below kubelet's (10 %/15 %): under DiskPressure the node refuses
+            // new pods, and the machine CI builds on may be within 15 % of full.
+            format!(
+                "modules.edged.tailoredKubeletConfig.evictionHard={{\"memory.available\": \"100Mi\", \
+                 \"nodefs.available\": \"{pct}%\", \"imagefs.available\": \"{pct}%\", \
+                 \"nodefs.inodesFree\": \"5%\"}}",
+                pct = SUITE_DISK_PERCENT
             ),
         ];
         sets.extend(options.sets.iter().cloned());

@@ -226,10 +226,11 @@ impl Edged {
         }
     }
 
-    /// Turns true once the cloud has this node's Node object, and stays true. What needs the
-    /// Node to exist waits for it: CloudCore's tunnel server writes the negotiated kubelet
-    /// port into the Node when the EdgeStream tunnel opens, and gives up on a node it cannot
-    /// find. `None` when this edged registers no node (no node report configured).
+    /// Turns true once the cloud has this node's Node object with its first status, and stays
+    /// true. What needs the Node to exist waits for it: CloudCore's tunnel server writes the
+    /// negotiated kubelet port into the Node's status when the EdgeStream tunnel opens, and
+    /// retries only 20 s later (then gives up) when it cannot find the Node or its update
+    /// conflicts with the node's own first status. `None` when this edged registers no node (no node report configured).
     pub fn node_registered(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
         self.settings
             .node_report

@@ -130,8 +130,8 @@ pub(crate) async fn call(
     }
 }
 
-/// Registers the node (retrying every status period until the cloud takes it; then
-/// `registered` turns true), then keeps its status fresh and its lease renewed (in a
+/// Registers the node (retrying every status period until the cloud takes it; `registered`
+/// turns true once its first status is in), then keeps its status fresh and its lease renewed (in a
 /// task of its own) until `cancel`.
 pub async fn report(
     bus: Bus,
@@ -166,7 +166,6 @@ pub async fn report(
         if lease_task.is_none() {
             match register(&bus, &settings, &host, &runtime_version, &conditions).await {
                 Some(uid) => {
-                    registered.send_replace(true);
                     if uid.is_some() {
                         uid_tx.send_replace(uid);
                     }
@@ -215,6 +214,10 @@ pub async fn report(
                     });
                 }
                 last_sent = Some((status, std::time::Instant::now()));
+                // The Node exists and its first status is in: what waits for the Node (the
+                // EdgeStream tunnel, whose CloudCore side updates the Node's status and retries
+                // only 20 s later when that update conflicts with ours) may go on.
+                registered.send_if_modified(|done| !std::mem::replace(done, true));
             }
             Err(CallError::Refused(e)) => {
                 tracing::warn!(node = %node, "node status refused by the cloud: {e}")

@@ -160,7 +160,13 @@ pub(super) async fn serve(
         Ok(instances) => instances,
         Err(refused) => return refused.answer(),
     };
-    let chosen = if request.previous {
+    // kubelet's `lastState.terminated`: the instance before the current one while that one
+    // runs (or is made and about to); the newest itself once it ended, when it waits in its
+    // back-off (the one before it may be gone to the container GC).
+    let newest_ended = instances
+        .first()
+        .is_some_and(|c| !matches!(c.state.as_str(), "running" | "created"));
+    let chosen = if request.previous && !newest_ended {
         instances.get(1)
     } else {
         instances.first()
