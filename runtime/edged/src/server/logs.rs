@@ -310,10 +310,22 @@ async fn docker_logs(docker: bollard::Docker, id: String, request: LogRequest, m
 }
 
 /// The offset in `path` where its last `lines` lines start.
+#[cfg(test)]
 fn tail_offset(path: &Path, lines: u64) -> std::io::Result<u64> {
-    use std::io::{Read, Seek};
+    tail_span(path, lines).map(|(at, _)| at)
+}
+
+/// Where the last `lines` lines of `path` start, and the file's length when they were
+/// counted: without `follow`, the tail ends there (a line written meanwhile is not one of
+/// the last `lines`).
+fn tail_span(path: &Path, lines: u64) -> std::io::Result<(u64, u64)> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
+    tail_within(&mut file, len, lines).map(|at| (at, len))
+}
+
+fn tail_within(file: &mut std::fs::File, len: u64, lines: u64) -> std::io::Result<u64> {
+    use std::io::{Read, Seek};
     if lines == 0 {
         return Ok(len);
     }
@@ -365,15 +377,20 @@ async fn file_logs(
                 .await;
         }
     };
+    // Without `follow`, a tail ends where the file ended when its lines were counted.
+    let mut left: Option<u64> = None;
     if let Some(lines) = request.tail {
         let at = {
             let path = path.clone();
-            tokio::task::spawn_blocking(move || tail_offset(&path, lines)).await
+            tokio::task::spawn_blocking(move || tail_span(&path, lines)).await
         };
         match at {
-            Ok(Ok(at)) => {
+            Ok(Ok((at, len))) => {
                 if let Err(e) = file.seek(SeekFrom::Start(at)).await {
                     return out.fail(format!("seeking the log file: {e}")).await;
+                }
+                if !request.follow {
+                    left = Some(len.saturating_sub(at));
                 }
             }
             Ok(Err(e)) => return out.fail(format!("reading the log file: {e}")).await,
@@ -386,10 +403,16 @@ async fn file_logs(
     let mut stopped = false;
     let mut rotated = false;
     loop {
-        let n = match file.read(&mut buf).await {
+        let want = left.map_or(buf.len(), |l| {
+            usize::try_from(l).unwrap_or(usize::MAX).min(buf.len())
+        });
+        let n = match file.read(&mut buf[..want]).await {
             Ok(n) => n,
             Err(e) => return out.fail(format!("reading the log file: {e}")).await,
         };
+        if let Some(l) = left.as_mut() {
+            *l -= n as u64;
+        }
         if n > 0 {
             pending.extend_from_slice(&buf[..n]);
             let mut start = 0;
