@@ -1477,9 +1477,11 @@ async fn a_pod_filling_the_disk_is_evicted_and_new_pods_are_refused_under_pressu
     assert_eq!(node.containers(uid(&calm)).await[0].restart_count, 0);
     assert_eq!(node.metric("wedge_edged_evictions_total"), 1.0);
 
-    // Pressure that no pod caused: a new pod is refused while it lasts.
+    // Pressure that no pod caused: a pass sees it (and, as kubelet would, evicts the one pod
+    // left), and a new pod is refused while it lasts.
     std::fs::write(disk.path.join("ballast"), vec![0u8; 50 << 20]).unwrap();
-    node.serve_for(Duration::from_secs(1)).await;
+    node.wait_status(&bystander, |s| s["reason"] == "Evicted")
+        .await;
     let late = pod(
         &latecomer,
         json!({"containers": [sleeper("app", "sleep 3600")]}),
