@@ -1118,6 +1118,13 @@ async fn init_containers_run_in_order_to_completion_and_again_in_a_new_sandbox()
         .join("pods")
         .join(uid(&prepared))
         .join("volumes/kubernetes.io~empty-dir/work");
+    // Running is reported once the app's process started; its `cp` may come a moment later.
+    let deadline = Instant::now() + WAIT;
+    while !work.join("seen").exists() {
+        assert!(Instant::now() < deadline, "the app never copied the log");
+        node.serve_for(Duration::from_millis(100)).await;
+    }
+    node.serve_for(Duration::from_millis(200)).await;
     assert_eq!(
         std::fs::read_to_string(work.join("seen")).unwrap(),
         "one\ntwo\n",
