@@ -230,7 +230,8 @@ impl Edged {
     /// true. What needs the Node to exist waits for it: CloudCore's tunnel server writes the
     /// negotiated kubelet port into the Node's status when the EdgeStream tunnel opens, and
     /// retries only 20 s later (then gives up) when it cannot find the Node or its update
-    /// conflicts with the node's own first status. `None` when this edged registers no node (no node report configured).
+    /// conflicts with the node's own first status. `None` when this edged registers no node
+    /// (no node report configured).
     pub fn node_registered(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
         self.settings
             .node_report
