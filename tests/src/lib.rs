@@ -214,13 +214,13 @@ pub fn http_request(
     // A server may answer (413, 401) from the head alone and close without reading the body,
     // as nginx and hyper do: the answer is already on its way, so a body write cut short by
     // the close is not the request's result; what the server said is.
-    if let Err(e) = stream.write_all(body) {
-        if !matches!(
+    if let Err(e) = stream.write_all(body)
+        && !matches!(
             e.kind(),
             std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
-        ) {
-            return Err(e.into());
-        }
+        )
+    {
+        return Err(e.into());
     }
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
