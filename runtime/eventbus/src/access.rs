@@ -22,24 +22,62 @@
 //! topic; a SUBSCRIBE filter needs a `subscribe` pattern that covers every topic it could
 //! match. KubeEdge's `mqttUsername`/`mqttPassword` stay a user allowed everything.
 //!
-//! Passwords are stored as PBKDF2-HMAC-SHA256 (never in clear): checking one costs milliseconds
-//! by design, so checks run one at a time off the async threads, and a password that was right
-//! once is remembered (by its SHA-256) so a mapper's reconnects cost nothing.
+//! **Names in patterns are literal.** A name stands for `%u` or `%c` only if it is one literal
+//! topic level: not empty, no `+`, `#`, `/` or NUL, no leading `$` ([`identity`]). A client
+//! whose patterns use `%c` and whose client id is not such a level is refused at CONNECT
+//! (CONNACK "identifier rejected"); likewise a user name for `%u` ("bad user name or
+//! password"). Other client ids are left alone: they appear in no topic. A users file is
+//! refused at load if a user's name is not such a level, or if the `anonymous` entry uses `%u`
+//! (anonymous clients have no user name). Without this, client id `+` would turn
+//! `clients/%c/#` into every client's topics. An empty client id is given a generated one
+//! before the patterns are filled in. A pattern that starts with `%c` still lets each client
+//! pick its own first level: put a fixed level first.
+//!
+//! **Passwords** are stored as PBKDF2-HMAC-SHA256 (never in clear): checking one costs
+//! milliseconds by design. The checks run off the async threads on a pool of half the cores
+//! (at least one), so a storm of bad log-ins cannot take the whole node, and queue for it one
+//! per source address (`access/lanes.rs`), so an address's storm holds one place in that
+//! queue, not one per guess. A password that was right once is remembered (by its
+//! SHA-256) so a mapper's reconnects cost nothing. Every check costs the same whether the user
+//! exists or not: an unknown name is checked against a dummy hash as costly as the costliest
+//! stored one, and cheaper users' checks are padded up to it (`access/password.rs`), so the
+//! time of a refusal does not tell which names exist.
+//!
+//! **Failed log-ins are throttled** per source address and per user name ([`throttle`]): 20
+//! failures per address, then one more every 5 s; 10 failures per user name, from anywhere,
+//! then one more every 30 s. While a budget is spent, CONNECTs it covers are refused at once
+//! ("server unavailable") without PBKDF2 work; a password remembered as right still gets in
+//! from a throttled address (checking it costs nothing), but not with a throttled name, lest a
+//! throttled guesser learn when it guessed right. All local clients share 127.0.0.1: a local
+//! guesser delays other local clients' first log-in, not their reconnects. Refusals are
+//! counted by reason on `/metrics` (`wedge_eventbus_broker_logins_refused_total`, reasons
+//! `bad_credentials`, `throttled`, `client_id`, `user_name`, `will`) and logged as a warning
+//! once a minute per source address (the others at debug level, counted in the next warning).
+
+pub mod identity;
+mod lanes;
+mod password;
+pub mod throttle;
+mod users_file;
 
 use std::collections::{HashMap, HashSet};
-use std::num::NonZeroU32;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
-use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::settings::Credentials;
-use crate::topics::valid_filter;
+pub use identity::NotALevel;
+pub use password::{MIN_ITERATIONS, PasswordHash};
 
-/// The fewest PBKDF2 iterations a stored hash may use: fewer would make a stolen file cheap to
-/// crack.
-pub const MIN_ITERATIONS: u32 = 1_000;
+use crate::settings::Credentials;
+use identity::{literal_level, substitute};
+use lanes::Lanes;
+use password::{Check, Secret, sha256};
+use throttle::{LoginThrottle, Verdict};
+use users_file::read_users_file;
 
 /// Why a users file cannot be used; the message names the file and the entry.
 #[derive(Debug, thiserror::Error)]
@@ -93,127 +131,14 @@ impl Acl {
             subscribe: vec!["#".to_owned()],
         }
     }
-}
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct UserEntry {
-    name: String,
-    #[serde(default)]
-    password_hash: String,
-    #[serde(default)]
-    password: Option<String>,
-    #[serde(flatten)]
-    acl: Acl,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UsersFile {
-    #[serde(default)]
-    users: Vec<UserEntry>,
-    #[serde(default)]
-    anonymous: Option<Acl>,
-}
-
-/// A stored password: PBKDF2-HMAC-SHA256 parameters and the derived key (`derive` makes one).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PasswordHash {
-    iterations: NonZeroU32,
-    salt: Vec<u8>,
-    key: Vec<u8>,
-}
-
-impl PasswordHash {
-    /// Parses `pbkdf2-sha256$<iterations>$<salt b64>$<key b64>`.
-    fn parse(text: &str) -> Result<PasswordHash, String> {
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let parts: Vec<&str> = text.split('$').collect();
-        let [scheme, iterations, salt, key] = parts.as_slice() else {
-            return Err("passwordHash must be pbkdf2-sha256$<iterations>$<salt>$<key>".into());
-        };
-        if *scheme != "pbkdf2-sha256" {
-            return Err(format!(
-                "passwordHash scheme {scheme:?} is not supported; use pbkdf2-sha256"
-            ));
-        }
-        let iterations: u32 = iterations
-            .parse()
-            .map_err(|_| format!("passwordHash iterations {iterations:?} is not a number"))?;
-        if iterations < MIN_ITERATIONS {
-            return Err(format!(
-                "passwordHash uses {iterations} iterations; at least {MIN_ITERATIONS} are required"
-            ));
-        }
-        let salt = b64
-            .decode(salt)
-            .map_err(|e| format!("passwordHash salt: {e}"))?;
-        let key = b64
-            .decode(key)
-            .map_err(|e| format!("passwordHash key: {e}"))?;
-        if salt.len() < 8 || key.len() < 16 {
-            return Err("passwordHash salt (>= 8 bytes) or key (>= 16 bytes) too short".into());
-        }
-        Ok(PasswordHash {
-            iterations: NonZeroU32::new(iterations).unwrap_or(NonZeroU32::MIN),
-            salt,
-            key,
-        })
+    /// Whether any pattern uses `placeholder` (`"%u"` or `"%c"`).
+    fn uses(&self, placeholder: &str) -> bool {
+        self.publish
+            .iter()
+            .chain(&self.subscribe)
+            .any(|p| p.contains(placeholder))
     }
-
-    /// Makes the stored form of `password` with `salt` (for tests and for the tool that
-    /// writes users files).
-    pub fn derive(password: &[u8], salt: &[u8], iterations: u32) -> String {
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let iterations = NonZeroU32::new(iterations.max(MIN_ITERATIONS)).unwrap_or(NonZeroU32::MIN);
-        let mut key = [0u8; 32];
-        ring::pbkdf2::derive(
-            ring::pbkdf2::PBKDF2_HMAC_SHA256,
-            iterations,
-            salt,
-            password,
-            &mut key,
-        );
-        format!(
-            "pbkdf2-sha256${iterations}${}${}",
-            b64.encode(salt),
-            b64.encode(key)
-        )
-    }
-
-    /// Makes the stored form of `password` with a fresh 16-byte random salt.
-    pub fn with_random_salt(password: &[u8], iterations: u32) -> Result<String, AccessError> {
-        use ring::rand::SecureRandom;
-        let mut salt = [0u8; 16];
-        ring::rand::SystemRandom::new()
-            .fill(&mut salt)
-            .map_err(|_| AccessError::Invalid {
-                path: PathBuf::new(),
-                reason: "the system's random source failed".to_owned(),
-            })?;
-        Ok(PasswordHash::derive(password, &salt, iterations))
-    }
-
-    /// Whether `password` is the one stored (constant time).
-    fn verify(&self, password: &[u8]) -> bool {
-        ring::pbkdf2::verify(
-            ring::pbkdf2::PBKDF2_HMAC_SHA256,
-            self.iterations,
-            &self.salt,
-            password,
-            &self.key,
-        )
-        .is_ok()
-    }
-}
-
-/// How a user proves who it is.
-#[derive(Debug, Clone)]
-enum Secret {
-    /// A PBKDF2 hash from the users file.
-    Hash(PasswordHash),
-    /// KubeEdge's `mqttPassword`, which its config holds in clear.
-    Clear(Vec<u8>),
 }
 
 #[derive(Debug, Clone)]
@@ -233,17 +158,45 @@ pub struct AccessPolicy {
     anonymous: Option<Acl>,
     /// SHA-256 of passwords that verified, per user: reconnects skip PBKDF2.
     verified: Arc<Mutex<HashSet<VerifiedLogin>>>,
-    /// One PBKDF2 check at a time, so a storm of bad log-ins costs one core at most.
+    /// What unknown names are checked against, as costly as the costliest user's hash; `None`
+    /// when no user has a hash (no check costs PBKDF2 work then).
+    dummy: Option<PasswordHash>,
+    /// The costliest user's hash's cost: every check is padded up to it.
+    max_cost: u64,
+    /// PBKDF2 checks running at once: half the cores, so guessers cannot take the node.
     checking: Arc<tokio::sync::Semaphore>,
+    /// One check waiting or running per source address, so one address cannot fill the
+    /// pool's queue.
+    lanes: Arc<Lanes>,
+    /// Failure budgets per source address and user name, shared by every listener.
+    throttle: Arc<Mutex<LoginThrottle>>,
+    /// PBKDF2 checks run so far.
+    checks_run: Arc<AtomicU64>,
 }
 
 /// Why a CONNECT is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// Unknown user, wrong password, or no user name where one is required
     /// (CONNACK `BadUserNamePassword`).
+    #[error("bad user name or password")]
     BadCredentials,
+    /// Too many failed log-ins from the source address or with the user name: refused without
+    /// checking the password (CONNACK `ServiceUnavailable`, which clients retry).
+    #[error(
+        "too many failed log-ins from this address or with this user name; refused without checking the password"
+    )]
+    Throttled,
+    /// The client's patterns use `%c` and its client id is not one literal topic level
+    /// (CONNACK `BadClientId`).
+    #[error("the client id cannot stand for %c in the client's topic patterns: {0}")]
+    BadClientId(NotALevel),
+    /// The client's patterns use `%u` and its user name is not one literal topic level
+    /// (CONNACK `BadUserNamePassword`).
+    #[error("the user name cannot stand for %u in the client's topic patterns: {0}")]
+    BadUserName(NotALevel),
     /// The will's topic is outside the client's `publish` patterns (CONNACK `NotAuthorized`).
+    #[error("the will's topic is not the client's to publish")]
     WillNotAllowed,
 }
 
@@ -258,6 +211,13 @@ pub struct Grant {
     pub user: String,
 }
 
+/// PBKDF2 checks that may run at once: half the cores, at least one.
+fn pool_size() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get() / 2)
+        .max(1)
+}
+
 impl AccessPolicy {
     /// Anyone may connect and do anything (KubeEdge's embedded broker).
     pub fn open() -> AccessPolicy {
@@ -265,11 +225,23 @@ impl AccessPolicy {
     }
 
     fn new(users: HashMap<String, User>, anonymous: Option<Acl>) -> AccessPolicy {
+        let costliest = users
+            .values()
+            .filter_map(|u| match &u.secret {
+                Secret::Hash(hash) => Some(hash),
+                Secret::Clear(_) => None,
+            })
+            .max_by_key(|hash| hash.cost());
         AccessPolicy {
+            dummy: costliest.map(PasswordHash::dummy_like),
+            max_cost: costliest.map_or(0, PasswordHash::cost),
             users,
             anonymous,
             verified: Arc::new(Mutex::new(HashSet::new())),
-            checking: Arc::new(tokio::sync::Semaphore::new(1)),
+            checking: Arc::new(tokio::sync::Semaphore::new(pool_size())),
+            lanes: Arc::new(Lanes::default()),
+            throttle: Arc::new(Mutex::new(LoginThrottle::default())),
+            checks_run: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -306,35 +278,33 @@ impl AccessPolicy {
         self.users.len()
     }
 
-    /// Checks a CONNECT: its log-in (`None`: no user name) and its will topic. On success,
-    /// what the client may do.
+    /// How many PBKDF2 password checks log-ins have cost so far: what guessers made the node
+    /// spend (throttled attempts cost none).
+    pub fn password_checks(&self) -> u64 {
+        self.checks_run.load(Ordering::Relaxed)
+    }
+
+    /// Checks a CONNECT from `source`: its log-in (`None`: no user name), its client id as
+    /// `%c`, and its will topic. On success, what the client may do. `client_id` is the one
+    /// the session will use (generated already if the client sent none).
     pub async fn admit(
         &self,
         login: Option<(&str, &str)>,
         client_id: &str,
         will_topic: Option<&str>,
+        source: IpAddr,
     ) -> Result<Grant, Refusal> {
         let (user, acl) = match login {
             None => match &self.anonymous {
                 Some(acl) => ("", acl),
                 None => return Err(Refusal::BadCredentials),
             },
-            Some((name, password)) => {
-                let Some(user) = self.users.get(name) else {
-                    return Err(Refusal::BadCredentials);
-                };
-                if !self.password_ok(name, user, password.as_bytes()).await {
-                    return Err(Refusal::BadCredentials);
-                }
-                (name, &user.acl)
-            }
+            Some((name, password)) => (
+                name,
+                self.authenticate(name, password.as_bytes(), source).await?,
+            ),
         };
-        let substitute = |p: &String| p.replace("%u", user).replace("%c", client_id);
-        let grant = Grant {
-            publish: acl.publish.iter().map(substitute).collect(),
-            subscribe: acl.subscribe.iter().map(substitute).collect(),
-            user: user.to_owned(),
-        };
+        let grant = grant(acl, user, client_id)?;
         if let Some(topic) = will_topic
             && !grant.may_publish(topic)
         {
@@ -343,50 +313,122 @@ impl AccessPolicy {
         Ok(grant)
     }
 
-    async fn password_ok(&self, name: &str, user: &User, password: &[u8]) -> bool {
-        match &user.secret {
-            // Compared as digests, so neither the length nor the first differing byte shows
-            // in the time taken.
-            Secret::Clear(expected) => {
-                sha256(expected)
-                    .iter()
-                    .zip(sha256(password))
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0
-            }
-            Secret::Hash(hash) => {
-                let digest = sha256(password);
-                let key = (name.to_owned(), digest);
-                let known = self
-                    .verified
-                    .lock()
-                    .map(|v| v.contains(&key))
-                    .unwrap_or(false);
-                if known {
-                    return true;
-                }
-                let Ok(_turn) = self.checking.acquire().await else {
-                    return false;
-                };
-                let (hash, password) = (hash.clone(), password.to_vec());
-                let ok = tokio::task::spawn_blocking(move || hash.verify(&password))
+    /// Whether a refusal of a CONNECT from `source` should be logged as a warning now (once a
+    /// minute per source); `Some(n)`: yes, and `n` refusals went to the debug level since.
+    pub(crate) fn warn_due(&self, source: IpAddr) -> Option<u64> {
+        self.throttle().warn_due(source, Instant::now())
+    }
+
+    /// Checks `name`'s password under the failure budgets; its ACL if right.
+    async fn authenticate(
+        &self,
+        name: &str,
+        password: &[u8],
+        source: IpAddr,
+    ) -> Result<&Acl, Refusal> {
+        let name_key = sha256(name.as_bytes());
+        let digest = sha256(password);
+        let user = self.users.get(name);
+        // Right without PBKDF2 work: a password that verified before, or KubeEdge's clear one.
+        // Looked up for unknown names too, so both take the same time.
+        let remembered = self.remembered(name, digest);
+        let quick = user.is_some_and(|u| remembered || u.secret.clear_matches(password));
+        self.gate(source, &name_key, quick)?;
+        if let Some(user) = user
+            && quick
+        {
+            return Ok(&user.acl);
+        }
+        let lane = self.lanes.lane(source);
+        let Ok(_lane) = lane.acquire().await else {
+            return Err(Refusal::BadCredentials);
+        };
+        let Ok(_turn) = self.checking.acquire().await else {
+            return Err(Refusal::BadCredentials);
+        };
+        // The checks queued ahead of this one may have spent a budget meanwhile.
+        self.gate(source, &name_key, false)?;
+        let check = match user.map(|u| &u.secret) {
+            Some(Secret::Hash(hash)) => Some(Check::user(hash, self.max_cost)),
+            // Unknown name or wrong clear password: the same work, never right.
+            _ => self.dummy.as_ref().map(Check::dummy),
+        };
+        let right = match check {
+            Some(check) => {
+                self.checks_run.fetch_add(1, Ordering::Relaxed);
+                let password = password.to_vec();
+                tokio::task::spawn_blocking(move || check.run(&password))
                     .await
-                    .unwrap_or(false);
-                if ok && let Ok(mut v) = self.verified.lock() {
-                    v.insert(key);
+                    .unwrap_or(false)
+            }
+            None => false,
+        };
+        match user {
+            Some(user) if right => {
+                if let Ok(mut v) = self.verified.lock() {
+                    v.insert((name.to_owned(), digest));
                 }
-                ok
+                Ok(&user.acl)
+            }
+            _ => {
+                self.throttle().failed(source, &name_key, Instant::now());
+                Err(Refusal::BadCredentials)
             }
         }
     }
+
+    /// Refuses a log-in whose address or name budget is spent. A `quick` (already known
+    /// right) password passes a spent address budget, as it costs no work; a guess refused for
+    /// its address spends its name's budget, so a throttled address cannot test remembered
+    /// passwords at will.
+    fn gate(&self, source: IpAddr, name_key: &[u8; 32], quick: bool) -> Result<(), Refusal> {
+        let now = Instant::now();
+        let mut throttle = self.throttle();
+        match throttle.verdict(source, name_key, now) {
+            Verdict::Open => Ok(()),
+            Verdict::Address if quick => Ok(()),
+            Verdict::Address => {
+                throttle.failed_name(name_key, now);
+                Err(Refusal::Throttled)
+            }
+            Verdict::Name => Err(Refusal::Throttled),
+        }
+    }
+
+    /// Whether `name` logged in with the password hashed to `digest` before.
+    fn remembered(&self, name: &str, digest: [u8; 32]) -> bool {
+        self.verified
+            .lock()
+            .map(|v| v.contains(&(name.to_owned(), digest)))
+            .unwrap_or(false)
+    }
+
+    /// The failure budgets; a panic elsewhere while holding them leaves them usable.
+    fn throttle(&self) -> MutexGuard<'_, LoginThrottle> {
+        self.throttle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
-/// SHA-256 of `bytes`.
-fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let mut out = [0u8; 32];
-    out.copy_from_slice(d.as_ref());
-    out
+/// What a client with `acl`, logged in as `user`, with `client_id`, may do: the patterns with
+/// the names filled in, each name checked to be one literal level where it is used.
+fn grant(acl: &Acl, user: &str, client_id: &str) -> Result<Grant, Refusal> {
+    if acl.uses("%c") {
+        literal_level(client_id).map_err(Refusal::BadClientId)?;
+    }
+    if acl.uses("%u") {
+        literal_level(user).map_err(Refusal::BadUserName)?;
+    }
+    let fill = |patterns: &[String]| -> Vec<String> {
+        patterns
+            .iter()
+            .map(|p| substitute(p, user, client_id))
+            .collect()
+    };
+    Ok(Grant {
+        publish: fill(&acl.publish),
+        subscribe: fill(&acl.subscribe),
+        user: user.to_owned(),
+    })
 }
 
 impl Grant {
@@ -427,68 +469,6 @@ pub fn covers(pattern: &str, filter: &str) -> bool {
             _ => return false,
         }
     }
-}
-
-/// Reads and checks a users file.
-fn read_users_file(path: &Path) -> Result<(HashMap<String, User>, Option<Acl>), AccessError> {
-    use std::os::unix::fs::PermissionsExt;
-    let read = |source| AccessError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(read)?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o007 != 0 {
-        return Err(AccessError::Exposed {
-            path: path.to_owned(),
-            mode,
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(read)?;
-    let invalid = |reason: String| AccessError::Invalid {
-        path: path.to_owned(),
-        reason,
-    };
-    let file: UsersFile = serde_norway::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-    let mut users = HashMap::new();
-    let check_acl = |who: &str, acl: &Acl| -> Result<(), AccessError> {
-        for (kind, patterns) in [("publish", &acl.publish), ("subscribe", &acl.subscribe)] {
-            for p in patterns {
-                let probe = p.replace("%u", "u").replace("%c", "c");
-                if !valid_filter(&probe) {
-                    return Err(invalid(format!(
-                        "{who}: {kind} pattern {p:?} is not a valid MQTT filter"
-                    )));
-                }
-            }
-        }
-        Ok(())
-    };
-    for (i, entry) in file.users.into_iter().enumerate() {
-        let who = format!("users[{i}] ({})", entry.name);
-        if entry.name.is_empty() {
-            return Err(invalid(format!("users[{i}].name: must not be empty")));
-        }
-        if entry.password.is_some() {
-            return Err(invalid(format!(
-                "{who}.password: clear-text passwords are not accepted; store passwordHash (see README: MQTT users)"
-            )));
-        }
-        let hash = PasswordHash::parse(&entry.password_hash)
-            .map_err(|reason| invalid(format!("{who}.passwordHash: {reason}")))?;
-        check_acl(&who, &entry.acl)?;
-        let user = User {
-            secret: Secret::Hash(hash),
-            acl: entry.acl,
-        };
-        if users.insert(entry.name.clone(), user).is_some() {
-            return Err(invalid(format!("{who}: the user is listed twice")));
-        }
-    }
-    if let Some(acl) = &file.anonymous {
-        check_acl("anonymous", acl)?;
-    }
-    Ok((users, file.anonymous))
 }
 
 #[cfg(test)]

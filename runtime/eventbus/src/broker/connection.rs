@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::router::{ClientKind, Delivery, Router, SubscribeRefused};
-use super::stats::Closed;
+use super::stats::{Closed, LoginRefused};
 use super::wire::{ConnError, Transport, Wire, WireLimits, delivered_size};
 use crate::access::{AccessPolicy, Grant, Refusal};
 use crate::stats::Stats;
@@ -107,6 +107,23 @@ pub(crate) async fn serve(
         let _ = refuse(&mut wire, ConnectReturnCode::RefusedProtocolVersion).await;
         return;
     }
+    let client_id = if connect.client_id.is_empty() {
+        if !connect.clean_session {
+            stats.broker.login_refused(LoginRefused::ClientId);
+            tracing::debug!(%peer, "refused: empty client id without a clean session");
+            let _ = refuse(&mut wire, ConnectReturnCode::BadClientId).await;
+            return;
+        }
+        // Generated before the log-in, so `%c` stands for the id the session will have.
+        generated_id()
+    } else if connect.client_id == LOCAL_CLIENT_ID {
+        stats.broker.login_refused(LoginRefused::ClientId);
+        tracing::debug!(%peer, "refused: the client id is the eventbus's own");
+        let _ = refuse(&mut wire, ConnectReturnCode::BadClientId).await;
+        return;
+    } else {
+        connect.client_id.clone()
+    };
     let login = connect
         .login
         .as_ref()
@@ -114,32 +131,36 @@ pub(crate) async fn serve(
     let will_topic = connect.last_will.as_ref().map(|w| w.topic.as_str());
     let grant = match settings
         .access
-        .admit(login, &connect.client_id, will_topic)
+        .admit(login, &client_id, will_topic, peer.ip())
         .await
     {
         Ok(grant) => grant,
-        Err(Refusal::BadCredentials) => {
-            tracing::warn!(%peer, client_id = %connect.client_id, user = login.map(|l| l.0), "refused: bad user name or password");
-            let _ = refuse(&mut wire, ConnectReturnCode::BadUserNamePassword).await;
+        Err(refusal) => {
+            let (code, why) = answer(refusal);
+            stats.broker.login_refused(why);
+            let user = login.map(|l| l.0);
+            // A guesser makes thousands of refusals: one warning per source a minute, each
+            // saying how many went to the debug level since the last.
+            match settings.access.warn_due(peer.ip()) {
+                Some(unlogged) => tracing::warn!(
+                    %peer,
+                    ?client_id,
+                    ?user,
+                    will = ?will_topic,
+                    unlogged,
+                    "CONNECT refused: {refusal}"
+                ),
+                None => tracing::debug!(
+                    %peer,
+                    ?client_id,
+                    ?user,
+                    will = ?will_topic,
+                    "CONNECT refused: {refusal}"
+                ),
+            }
+            let _ = refuse(&mut wire, code).await;
             return;
         }
-        Err(Refusal::WillNotAllowed) => {
-            tracing::warn!(%peer, client_id = %connect.client_id, will = ?will_topic, "refused: the will's topic is not the client's to publish");
-            let _ = refuse(&mut wire, ConnectReturnCode::NotAuthorized).await;
-            return;
-        }
-    };
-    let client_id = if connect.client_id.is_empty() {
-        if !connect.clean_session {
-            let _ = refuse(&mut wire, ConnectReturnCode::BadClientId).await;
-            return;
-        }
-        generated_id()
-    } else if connect.client_id == LOCAL_CLIENT_ID {
-        let _ = refuse(&mut wire, ConnectReturnCode::BadClientId).await;
-        return;
-    } else {
-        connect.client_id.clone()
     };
 
     let (tx, rx) = mpsc::channel(settings.queue.max(1));
@@ -199,6 +220,28 @@ pub(crate) async fn serve(
                 }
             }
         }
+    }
+}
+
+/// The CONNACK code a refused CONNECT gets, and the reason it is counted under. A throttled
+/// client is told the service is unavailable, which clients retry, rather than that its
+/// password is wrong, which some take as final.
+fn answer(refusal: Refusal) -> (ConnectReturnCode, LoginRefused) {
+    match refusal {
+        Refusal::BadCredentials => (
+            ConnectReturnCode::BadUserNamePassword,
+            LoginRefused::BadCredentials,
+        ),
+        Refusal::Throttled => (
+            ConnectReturnCode::ServiceUnavailable,
+            LoginRefused::Throttled,
+        ),
+        Refusal::BadClientId(_) => (ConnectReturnCode::BadClientId, LoginRefused::ClientId),
+        Refusal::BadUserName(_) => (
+            ConnectReturnCode::BadUserNamePassword,
+            LoginRefused::UserName,
+        ),
+        Refusal::WillNotAllowed => (ConnectReturnCode::NotAuthorized, LoginRefused::Will),
     }
 }
 

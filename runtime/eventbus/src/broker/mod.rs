@@ -26,6 +26,8 @@ mod limits;
 mod retained;
 mod router;
 mod stats;
+#[cfg(test)]
+mod tests;
 mod trie;
 mod wire;
 

@@ -31,10 +31,37 @@ const CLOSED: [(Closed, &str); 6] = [
     (Closed::TlsHandshake, "tls_handshake"),
 ];
 
+/// Why the broker refused a CONNECT (the CONNACK's return code in brackets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoginRefused {
+    /// Unknown user, wrong password, or no user name where one is required (bad user name or
+    /// password).
+    BadCredentials,
+    /// Too many failed log-ins from the address or with the user name; no password was
+    /// checked (server unavailable).
+    Throttled,
+    /// A client id the broker does not take: `%c` cannot stand for it, the module's own, or
+    /// empty without a clean session (identifier rejected).
+    ClientId,
+    /// A user name `%u` cannot stand for (bad user name or password).
+    UserName,
+    /// A will outside the client's publish patterns (not authorized).
+    Will,
+}
+
+const LOGINS_REFUSED: [(LoginRefused, &str); 5] = [
+    (LoginRefused::BadCredentials, "bad_credentials"),
+    (LoginRefused::Throttled, "throttled"),
+    (LoginRefused::ClientId, "client_id"),
+    (LoginRefused::UserName, "user_name"),
+    (LoginRefused::Will, "will"),
+];
+
 /// The embedded broker's own counters.
 #[derive(Debug, Default)]
 pub struct BrokerStats {
     closed: [AtomicU64; 6],
+    logins_refused: [AtomicU64; 5],
     /// `accept` failures (EMFILE and the like); the loop backs off and goes on.
     pub(crate) accept_errors: AtomicU64,
     /// QoS 1/2 publishes whose PUBACK/PUBREC waited for room in the eventbus's queue.
@@ -68,6 +95,24 @@ impl BrokerStats {
             .map_or(0, |i| self.closed[i].load(Ordering::Relaxed))
     }
 
+    /// Counts one CONNECT refused for `why`.
+    pub(crate) fn login_refused(&self, why: LoginRefused) {
+        let i = LOGINS_REFUSED
+            .iter()
+            .position(|(r, _)| *r == why)
+            .unwrap_or(0);
+        self.logins_refused[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many CONNECTs were refused for the reason labelled `why_label` on `/metrics`
+    /// (`bad_credentials`, `throttled`, `client_id`, `user_name`, `will`).
+    pub fn logins_refused(&self, why_label: &str) -> u64 {
+        LOGINS_REFUSED
+            .iter()
+            .position(|(_, l)| *l == why_label)
+            .map_or(0, |i| self.logins_refused[i].load(Ordering::Relaxed))
+    }
+
     /// Deliveries skipped because they exceed the receiving client's packet limit.
     pub fn undeliverable(&self) -> u64 {
         self.undeliverable.load(Ordering::Relaxed)
@@ -86,6 +131,18 @@ impl BrokerStats {
                 "wedge_eventbus_broker_closed_total",
                 &[("reason", reason)],
                 get(&self.closed[i]),
+            );
+        }
+        w.family(
+            "wedge_eventbus_broker_logins_refused_total",
+            "CONNECTs the embedded broker refused, by reason (throttled: refused without checking the password).",
+            "counter",
+        );
+        for (i, (_, reason)) in LOGINS_REFUSED.iter().enumerate() {
+            w.sample(
+                "wedge_eventbus_broker_logins_refused_total",
+                &[("reason", reason)],
+                get(&self.logins_refused[i]),
             );
         }
         for (name, help, kind, value) in [
