@@ -288,6 +288,20 @@ fn half_requests_and_slow_bodies_are_cut_off() {
         http_request(socket.clone(), "POST", "/modules", &[], &[0u8; 5000]).unwrap();
     assert_eq!(code, 413, "{answer}");
     assert!(answer.contains("wedge.admin.maxBodyBytes"), "{answer}");
+    // Health needs no token, so it reads no body: one announcing 64 MiB, of which 3 bytes
+    // come, is answered at once (not after bodyTimeoutMs, and nothing is buffered).
+    let mut big = std::net::TcpStream::connect(admin).unwrap();
+    big.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864\r\n\r\nabc")
+        .unwrap();
+    let asked = Instant::now();
+    let mut head = [0u8; 12];
+    big.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "{}", String::from_utf8_lossy(&head));
+    assert!(
+        asked.elapsed() < Duration::from_millis(800),
+        "{:?}",
+        asked.elapsed()
+    );
 
     wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
 }
@@ -396,5 +410,63 @@ fn the_admin_accept_loop_survives_fd_exhaustion() {
         t0.elapsed()
     );
     assert!(exhausted >= 1.0);
+    wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
+}
+
+/// `/healthz` says 503, with why, while the database's disk is full, and 200 once there is
+/// room again: a node that cannot store what it acknowledges is not healthy.
+#[test]
+fn health_says_the_store_is_unwritable_while_its_disk_is_full() {
+    assert!(
+        is_root(),
+        "this test mounts a small tmpfs: run the suite as root (bash .ci/setup)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(mounted.status.success(), "mount tmpfs: {mounted:?}");
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(self.0)
+                .output();
+        }
+    }
+    let _unmount = Unmount(&data);
+    let (mut wedge, admin, _) = start(&data, "", None);
+    let (code, body) = http_get(admin, "/healthz").unwrap();
+    assert_eq!(code, 200, "{body}");
+
+    // Fill the disk: write until the file system says no more.
+    let ballast = data.join("ballast");
+    {
+        let mut file = std::fs::File::create(&ballast).unwrap();
+        let block = vec![0u8; 1 << 20];
+        while file.write_all(&block).is_ok() {}
+        let _ = file.sync_all();
+    }
+    let (code, body) = http_get(admin, "/healthz").unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("storeUnwritable"), "{body}");
+    assert!(body.contains("bytes free"), "{body}");
+
+    // Room again: healthy once a commit failed meanwhile is 10 s old (or one succeeds).
+    std::fs::remove_file(&ballast).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (code, body) = http_get(admin, "/healthz").unwrap();
+        if code == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{code} {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     wedge.stop(libc::SIGTERM, STOP_WITHIN).unwrap();
 }

@@ -100,14 +100,16 @@ fn pod_insert(name: &str, uid: &str) -> Message {
     }))
 }
 
-/// The cloud's insert of `pod` (in namespace `default`), as edgecontroller sends it.
+/// The cloud's insert of `pod` (in its namespace, `default` when it names none), as
+/// edgecontroller sends it.
 fn cloud_insert(pod: &Value) -> Message {
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
     let mut msg = Message::build(
         "edgecontroller",
         "resource",
         "insert",
-        &format!("default/pod/{name}"),
+        &format!("{namespace}/pod/{name}"),
         Content::json(pod).unwrap(),
     );
     msg.header.resource_version = "1".into();
@@ -145,6 +147,7 @@ fn a_cloud_pod_runs_on_docker_reports_status_and_survives_an_offline_restart() {
     assert_eq!(patch["metadata"]["uid"], uid.as_str());
     assert_eq!(patch["status"]["containerStatuses"][0]["ready"], true);
     let ids = wait_containers(&uid, WAIT, |ids| ids.len() == 1);
+    the_read_only_port_gives_no_way_into_the_pod(&node, &name);
 
     // Restart with the cloud away: the pod comes back from SQLite, and is not recreated.
     hub.stop();
@@ -176,6 +179,83 @@ fn a_cloud_pod_runs_on_docker_reports_status_and_survives_an_offline_restart() {
     node.daemon
         .stop(libc::SIGTERM, Duration::from_secs(10))
         .unwrap();
+}
+
+/// One request to the node's read-only kubelet port (`127.0.0.1:10350`, no credentials), as
+/// any local user can send it: the status code and the whole answer.
+fn read_only_port(request: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", 10350)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let code = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, answer)
+}
+
+/// The read-only port serves what a kubelet's does (health, figures) and refuses exec,
+/// attach and logs, which reach edged only through the tunnel in the same process; idle
+/// sockets beyond its cap cost their senders the idlest, never the port.
+fn the_read_only_port_gives_no_way_into_the_pod(node: &CloudNode, pod: &str) {
+    let upgrade = "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
+                   X-Stream-Protocol-Version: v4.channel.k8s.io\r\n";
+    for (method, path, extra) in [
+        (
+            "POST",
+            format!("/exec/default/{pod}/app?command=id&output=1"),
+            upgrade,
+        ),
+        (
+            "GET",
+            format!("/exec/default/{pod}/app?command=id&output=1"),
+            "",
+        ),
+        (
+            "POST",
+            format!("/attach/default/{pod}/app?output=1"),
+            upgrade,
+        ),
+        ("GET", format!("/containerLogs/default/{pod}/app"), ""),
+    ] {
+        let (code, answer) = read_only_port(&format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Connection: close\r\n\r\n"
+        ));
+        assert_eq!(code, 403, "{method} {path}: {answer}");
+        assert!(answer.contains("tunnel"), "{answer}");
+    }
+    let (code, answer) =
+        read_only_port("GET /stats/summary HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(code, 200, "{answer}");
+    assert!(answer.contains(pod), "{answer}");
+
+    // 70 sockets that never send a request (the cap is 64): health still answers at once.
+    let idle: Vec<_> = (0..70)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", 10350)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    let (code, answer) =
+        read_only_port("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let took = asked.elapsed();
+    assert_eq!(code, 200, "{answer}");
+    assert!(took < Duration::from_secs(3), "healthz took {took:?}");
+    drop(idle);
+    let evicted = node
+        .metric("wedge_edged_read_only_port_refused_total{reason=\"evicted\"}")
+        .unwrap();
+    assert!(evicted >= 7.0, "evicted {evicted}");
+    let refused = node
+        .metric("wedge_edged_read_only_port_refused_total{reason=\"route\"}")
+        .unwrap();
+    assert_eq!(refused, 4.0);
 }
 
 #[test]
@@ -315,15 +395,21 @@ fn the_node_registers_reports_its_status_and_renews_its_lease() {
         .unwrap();
 }
 
+/// A Wasm pod runs one module from the node's store and brings another in a ConfigMap. The
+/// module it brings is named like the operator's `threshold` but is deployed under the pod's
+/// own name for it, so the operator's stays as it was, and deleting the pod removes only the
+/// pod's. A pod of a namespace not in `wasmPodModuleNamespaces` cannot bring one at all.
 #[test]
 fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
     use base64::Engine as _;
     let modules = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        wedge_tests::guests::module("virtual-thermometer"),
-        modules.path().join("virtual-thermometer.wasm"),
-    )
-    .unwrap();
+    for module in ["virtual-thermometer", "threshold"] {
+        std::fs::copy(
+            wedge_tests::guests::module(module),
+            modules.path().join(format!("{module}.wasm")),
+        )
+        .unwrap();
+    }
     let threshold = wedge_tests::guests::module_bytes("threshold");
     let hub = CloudHub::start(CloudHubOptions::default()).unwrap();
     let mut node = CloudNode::start_with(
@@ -332,11 +418,24 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
             edge_hub_extra: "    messageQPS: 0\n",
             edged: true,
             modules_dir: Some(modules.path()),
+            wedge_extra: "  edged:\n    wasmPodModuleNamespaces: [default]\n",
             ..Default::default()
         },
     )
     .unwrap();
     hub.wait_connected(WAIT).unwrap();
+    let module_names = || -> Vec<String> {
+        let (code, body) = wedge_tests::http_get(node.admin_socket(), "/modules").unwrap();
+        assert_eq!(code, 200, "{body}");
+        let listed: Value = serde_json::from_str(&body).unwrap();
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(module_names(), ["threshold", "virtual-thermometer"]);
 
     // One container from the module store, one from a ConfigMap key the cloud serves.
     let (name, uid) = (unique("wasm"), unique("uid"));
@@ -382,9 +481,13 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
         .iter()
         .map(|s| s["containerID"].as_str().unwrap())
         .collect();
+    let owned = format!("threshold.limit.{uid}");
     assert_eq!(
         ids,
-        ["wasm://virtual-thermometer", "wasm://threshold"],
+        [
+            "wasm://virtual-thermometer".to_owned(),
+            format!("wasm://{owned}")
+        ],
         "{patch}"
     );
     assert!(statuses.iter().all(|s| s["ready"] == true), "{patch}");
@@ -392,20 +495,66 @@ fn a_wasm_pod_runs_its_modules_in_the_wasm_host_and_reports_running() {
         running_containers(&uid).unwrap().is_empty(),
         "nothing ran on Docker"
     );
+    assert_eq!(
+        module_names(),
+        [
+            "threshold".to_owned(),
+            owned.clone(),
+            "virtual-thermometer".to_owned()
+        ]
+    );
 
-    // Deleting the pod removes the module it brought; the store's module stays.
+    // A tenant's pod (namespace not listed) cannot bring a module: a clear waiting reason,
+    // and its ConfigMap is never even fetched.
+    let (tenant, tenant_uid) = (unique("tenant-wasm"), unique("uid"));
+    let sent = Instant::now();
+    hub.send_acked(cloud_insert(&json!({
+        "metadata": {"name": tenant, "namespace": "tenant", "uid": tenant_uid},
+        "spec": {
+            "nodeName": "edge-1",
+            "runtimeClassName": "wedge-wasm",
+            "containers": [{"name": "limit", "image": "configmap://modules/threshold.wasm"}]
+        }
+    })))
+    .unwrap();
+    let resource = format!("tenant/podpatch/{tenant}");
+    let refused = hub
+        .wait_for(
+            |m| {
+                m.at > sent
+                    && m.message.as_ref().is_some_and(|m| {
+                        m.route.resource == resource
+                            && m.content.as_string().is_some_and(|t| {
+                                t.contains("CreateContainerConfigError")
+                                    && t.contains("wedge.edged.wasmPodModuleNamespaces")
+                            })
+                    })
+            },
+            WAIT,
+        )
+        .is_ok();
+    assert!(refused, "the tenant's pod was not refused with its reason");
+    assert!(
+        !hub.received()
+            .iter()
+            .any(|m| m.message.as_ref().is_some_and(|m| {
+                m.route.operation == "query" && m.route.resource == "tenant/configmap/modules"
+            })),
+        "the tenant's ConfigMap was fetched"
+    );
+
+    // Deleting the pod removes the module it brought; the store's modules stay.
     hub.send_acked(pod_delete(&name, &uid)).unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
-        let (code, body) = wedge_tests::http_get(node.admin_socket(), "/modules").unwrap();
-        assert_eq!(code, 200);
-        if !body.contains("\"threshold\"") {
-            assert!(body.contains("\"virtual-thermometer\""), "{body}");
+        let names = module_names();
+        if !names.contains(&owned) {
+            assert_eq!(names, ["threshold", "virtual-thermometer"]);
             break;
         }
         assert!(
             Instant::now() < deadline,
-            "threshold still deployed: {body}"
+            "{owned} still deployed: {names:?}"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -455,7 +604,10 @@ fn a_wasm_pod_runs_a_module_from_an_https_url_pinned_by_sha256() {
     let ca = tempfile::tempdir().unwrap();
     let ca_file = ca.path().join("modules-ca.pem");
     std::fs::write(&ca_file, hub.ca().ca_pem()).unwrap();
-    let wedge_extra = format!("  edged:\n    moduleCaFile: {}\n", ca_file.display());
+    let wedge_extra = format!(
+        "  edged:\n    moduleCaFile: {}\n    wasmPodModuleNamespaces: [default]\n",
+        ca_file.display()
+    );
     let mut node = CloudNode::start_with(
         &hub,
         wedge_tests::cloud_node::NodeOptions {
@@ -482,7 +634,9 @@ fn a_wasm_pod_runs_a_module_from_an_https_url_pinned_by_sha256() {
         .unwrap();
     let patch = status_after(&hub, &good, start, "Running");
     let status = &patch["status"]["containerStatuses"][0];
-    assert_eq!(status["containerID"], "wasm://threshold", "{patch}");
+    // Deployed under the pod's own name for it: <manifest>.<container>.<pod uid>.
+    let module = format!("threshold.limit.{good_uid}");
+    assert_eq!(status["containerID"], format!("wasm://{module}"), "{patch}");
     assert_eq!(status["imageID"], format!("sha256:{sha}"), "{patch}");
     assert_eq!(status["ready"], true, "{patch}");
     // Kept by digest in the default cache, <rootDirectory>/wasm-modules.
@@ -512,7 +666,7 @@ fn a_wasm_pod_runs_a_module_from_an_https_url_pinned_by_sha256() {
     let modules: Value = serde_json::from_str(&body).unwrap();
     let threshold_state = modules
         .as_array()
-        .and_then(|m| m.iter().find(|m| m["name"] == "threshold"))
+        .and_then(|m| m.iter().find(|m| m["name"] == module.as_str()))
         .map(|m| m["state"].clone());
     assert_eq!(threshold_state, Some(json!("running")), "{body}");
     let reports = hub.received();

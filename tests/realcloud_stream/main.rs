@@ -199,6 +199,8 @@ fn setup() -> Result<Bed> {
                 "modules.edged.tailoredKubeletConfig.readOnlyPort={}",
                 wedge_tests::free_port()
             ),
+            // The Wasm pod below brings its module in a ConfigMap.
+            "wedge.edged.wasmPodModuleNamespaces=[default]".into(),
         ];
         if runtime == "containerd" {
             ensure!(

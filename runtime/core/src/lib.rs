@@ -8,6 +8,9 @@
 //!   same transaction as the change its message reports.
 //! - [`config`]: the `edgecore.yaml` model, defaults and validation.
 //! - [`health`] and [`metrics`]: what `/healthz` and `/metrics` report.
+//! - [`conn_slots`]: connection caps that close the idlest connection rather than wait.
+//! - [`private_fs`]: directories and files written so other local users cannot steer them.
+//! - [`kubelet_link`]: edgeStream's in-process connection to edged's kubelet server.
 //!
 //! This crate depends on no other Wedge crate; every module crate depends on it.
 
@@ -15,11 +18,14 @@
 
 pub mod bus;
 pub mod config;
+pub mod conn_slots;
 pub mod health;
+pub mod kubelet_link;
 pub mod message;
 pub mod metrics;
 pub mod module;
 pub mod outbox;
+pub mod private_fs;
 pub mod resource;
 pub mod store;
 pub mod time;

@@ -24,6 +24,12 @@
 //! Left as sent: an authority named through the dynamic table (a literal whose name index is
 //! above the static table; grpc-go names `:authority` by its static index) and an empty one
 //! (no same-length replacement exists). h2 refuses such a stream; the connection goes on.
+//!
+//! The shim is also the first to read what a client announces, so it enforces the sizes the
+//! node's HTTP/2 server announces before anything is allocated for them: a frame longer than
+//! [`MAX_FRAME`] (SETTINGS_MAX_FRAME_SIZE, which the server leaves at HTTP/2's 16 KiB) or a
+//! header block longer than [`MAX_BLOCK`] ends the connection ([`Oversized`]). Without it a
+//! client announcing 16 MiB DATA frames made the node allocate 16 MiB per connection.
 
 use std::io;
 
@@ -38,10 +44,12 @@ const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
-/// The frame size every HTTP/2 peer accepts (SETTINGS_MAX_FRAME_SIZE's initial value).
-const MAX_FRAME: usize = 16_384;
-/// Largest header block accepted from a mapper.
-const MAX_BLOCK: usize = 256 * 1024;
+/// The frame size every HTTP/2 peer accepts (SETTINGS_MAX_FRAME_SIZE's initial value), and the
+/// largest the node's server announces: a longer frame from a client is a protocol error.
+pub const MAX_FRAME: usize = 16_384;
+/// Largest header block accepted from a mapper (its HPACK encoding; the server's header-list
+/// limit, 16 KiB by default, applies to the decoded block after the shim).
+pub const MAX_BLOCK: usize = 64 * 1024;
 /// How much of the mapper's stream is read at once, and how much output is gathered before
 /// it is handed to tonic: one read and one write carry many small gRPC frames.
 const CHUNK: usize = 64 * 1024;
@@ -74,8 +82,33 @@ pub fn same_length_authority(authority: &[u8]) -> Vec<u8> {
         .collect()
 }
 
-/// Serves one connection: `client` is the mapper's socket, `server` the end tonic reads.
-pub(crate) async fn relay<C>(client: C, server: DuplexStream)
+/// A frame or header block over the limits the node announces; the connection is closed
+/// before the bytes announced are read or allocated.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} of {size} bytes from a DMI client, over the {limit}-byte limit")]
+pub struct Oversized {
+    /// What was too large ("frame", "header block").
+    pub what: &'static str,
+    /// The size announced (or reached).
+    pub size: usize,
+    /// The limit.
+    pub limit: usize,
+}
+
+fn oversized(what: &'static str, size: usize, limit: usize) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, Oversized { what, size, limit })
+}
+
+/// Whether `e` is an [`Oversized`] refusal (to count it apart from other broken connections).
+pub(crate) fn is_oversized(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Oversized>())
+}
+
+/// Serves one connection: `client` is the mapper's socket, `server` the end tonic reads. Ends
+/// when the server is done (after the client's end of stream, or when the server closes the
+/// connection); the error is what ended the client's direction, if anything did besides its
+/// end of stream.
+pub(crate) async fn relay<C>(client: C, server: DuplexStream) -> io::Result<()>
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -86,12 +119,25 @@ where
         let _ = client_write.shutdown().await;
     };
     let up = async move {
-        if let Err(e) = rewrite(&mut client_read, &mut server_write).await {
+        let result = rewrite(&mut client_read, &mut server_write).await;
+        if let Err(e) = &result {
             tracing::debug!("DMI connection closed: {e}");
         }
         let _ = server_write.shutdown().await;
+        result
     };
-    tokio::join!(down, up);
+    tokio::pin!(down, up);
+    tokio::select! {
+        result = &mut up => {
+            // The client is done sending; the server's answers still go back to it.
+            (&mut down).await;
+            result
+        }
+        // The server closed the connection (its GOAWAY is delivered): what the client still
+        // sends has nowhere to go, and a client that never closes must not hold the
+        // connection (and its slot) open.
+        () = &mut down => Ok(()),
+    }
 }
 
 fn bad(reason: &str) -> io::Error {
@@ -112,8 +158,9 @@ struct Block {
 /// Copies what a client sends (`from`: the connection preface, then frames) to `to`, with
 /// every header block's invalid literal `:authority` replaced by one of the same length
 /// ([`same_length_authority`]). Ends at the client's end of stream; malformed input (no
-/// preface, bad padding, a CONTINUATION out of place, a header block that is not HPACK or
-/// over 256 KiB) ends it with an error.
+/// preface, bad padding, a CONTINUATION out of place, a header block that is not HPACK) ends
+/// it with an error, and so does a frame over [`MAX_FRAME`] or a header block over
+/// [`MAX_BLOCK`] ([`Oversized`], before its bytes are read).
 pub async fn rewrite<R, W>(from: R, to: &mut W) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -166,6 +213,9 @@ async fn frame<R: AsyncBufRead + Unpin>(
     let length = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
     let (kind, flags) = (head[3], head[4]);
     let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    if length > MAX_FRAME {
+        return Err(oversized("frame", length, MAX_FRAME));
+    }
     if kind != HEADERS && kind != CONTINUATION {
         out.extend_from_slice(&head);
         let start = out.len();
@@ -210,7 +260,7 @@ async fn frame<R: AsyncBufRead + Unpin>(
         open.raw.extend_from_slice(&head);
         open.raw.extend_from_slice(&payload);
         if open.fragment.len() > MAX_BLOCK {
-            return Err(bad("header block too large"));
+            return Err(oversized("header block", open.fragment.len(), MAX_BLOCK));
         }
     }
     if flags & END_HEADERS == 0 {
@@ -498,6 +548,44 @@ mod tests {
             let result = runtime.block_on(rewrite(input.as_slice(), &mut Vec::new()));
             assert!(result.is_err(), "{block:?} passed");
         }
+    }
+
+    #[test]
+    fn a_frame_over_the_announced_size_ends_the_connection_before_it_is_read() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        // A DATA frame head announcing 16 MiB, and none of its payload.
+        let mut input = PREFACE.to_vec();
+        input.extend_from_slice(&[0xff, 0xff, 0xff, 0x0, 0x0, 0, 0, 0, 1]);
+        let error = runtime
+            .block_on(rewrite(input.as_slice(), &mut Vec::new()))
+            .expect_err("refused");
+        assert!(is_oversized(&error), "{error}");
+        // At the limit it is a frame like any other.
+        let mut input = PREFACE.to_vec();
+        put_frame(&mut input, 0x0, 0, 1, &vec![7u8; MAX_FRAME]);
+        let mut out = Vec::new();
+        runtime
+            .block_on(rewrite(input.as_slice(), &mut out))
+            .expect("passes");
+        assert_eq!(out, input);
+    }
+
+    #[test]
+    fn a_header_block_over_the_limit_is_refused_as_oversized() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let mut input = PREFACE.to_vec();
+        put_frame(&mut input, HEADERS, 0, 1, &vec![0x82; MAX_FRAME]);
+        for _ in 0..MAX_BLOCK / MAX_FRAME {
+            put_frame(&mut input, CONTINUATION, 0, 1, &vec![0x82; MAX_FRAME]);
+        }
+        let error = runtime
+            .block_on(rewrite(input.as_slice(), &mut Vec::new()))
+            .expect_err("refused");
+        assert!(is_oversized(&error), "{error}");
     }
 
     #[test]

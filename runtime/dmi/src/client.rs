@@ -7,6 +7,7 @@ use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::pb::device_mapper_service_client::DeviceMapperServiceClient;
+use crate::peer::Peer;
 use crate::state::{DeviceCall, ModelCall, Step};
 
 /// How long one call to a mapper may take (mapper-framework answers at once; a device restart
@@ -15,7 +16,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client of one mapper. The connection is made on first use and remade after it breaks,
 /// so a mapper that restarts on the same socket is reached again without a new registration.
-pub(crate) fn connect(socket: PathBuf) -> DeviceMapperServiceClient<Channel> {
+/// Every connection is checked to be served by `owner_uid`, the user that registered the
+/// mapper: devices (with their protocol secrets) never go to a socket another user put at
+/// the mapper's path.
+pub(crate) fn connect(socket: PathBuf, owner_uid: u32) -> DeviceMapperServiceClient<Channel> {
     // The URI is required by the API and unused: every connection goes to `socket`.
     let endpoint = Endpoint::from_static("http://dmi.mapper")
         .connect_timeout(Duration::from_secs(5))
@@ -24,6 +28,17 @@ pub(crate) fn connect(socket: PathBuf) -> DeviceMapperServiceClient<Channel> {
         let socket = socket.clone();
         async move {
             let stream = tokio::net::UnixStream::connect(&socket).await?;
+            let server = Peer::of(&stream)?;
+            if server.uid != owner_uid {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} is served by uid {}, not by uid {owner_uid} that registered the mapper",
+                        socket.display(),
+                        server.uid
+                    ),
+                ));
+            }
             Ok::<_, std::io::Error>(TokioIo::new(stream))
         }
     }));

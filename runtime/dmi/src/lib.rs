@@ -19,19 +19,40 @@
 //!
 //! Registered mappers are kept in SQLite (`dmi_mapper`, [`MIGRATIONS`]), so a node that
 //! restarts still reaches the mappers that registered before.
+//!
+//! Unlike edgecore, the socket is guarded (see [`DmiSettings`]): it is created 0600 whatever
+//! the umask (`socket.rs`); a connection is admitted only from allowed users, by the kernel's
+//! peer credentials, and within a connection cap (`peer.rs`, `accept.rs`); HTTP/2 frames,
+//! header lists, windows, streams, messages and requests in flight are bounded (`authority.rs`,
+//! `inflight.rs`, [`Limits`]); a protocol is held by the process that registered it while its
+//! mapper lives, and a device's reports count only from that process, at a bounded rate
+//! (`owner.rs`, `rate.rs`). Every refusal is counted ([`DmiCounters`], `/metrics`).
 
 #![warn(missing_docs)]
 
+mod accept;
+mod admit;
 pub mod authority;
 mod client;
 pub mod convert;
+mod error;
+mod inflight;
 mod module;
+mod owner;
+mod peer;
+mod rate;
 mod server;
+mod settings;
+mod socket;
 mod state;
+mod stats;
 mod store;
 
-pub use module::{Dmi, DmiSettings, ProtocolOwner};
+pub use error::DmiError;
+pub use module::{Dmi, ProtocolOwner};
 pub use server::socket_path;
+pub use settings::{Access, DmiSettings, Limits, Rate};
+pub use stats::DmiCounters;
 pub use store::{COMPONENT, MIGRATIONS};
 
 /// The generated DMI v1beta1 messages and services.

@@ -1,10 +1,8 @@
 //! The `dmi` module: serves DMI on the node's socket, remembers registered mappers, and runs
 //! one worker per mapper that keeps its devices in step with the node's definitions.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use wedge_core::message::{group, module};
@@ -13,23 +11,18 @@ use wedge_core::module::{Module, ModuleContext, ModuleError};
 use wedge_core::{Bus, Store};
 use wedge_device::definition::DeviceDefinition;
 
+use crate::accept::Acceptor;
+use crate::error::DmiError;
+use crate::inflight::InFlightLayer;
+use crate::owner::{self, Verified};
 use crate::pb;
 use crate::pb::device_manager_service_server::DeviceManagerServiceServer;
+use crate::peer::{Gate, Peer, PeerIo};
+use crate::rate::TokenBucket;
 use crate::server::Manager;
+use crate::settings::DmiSettings;
 use crate::state::{MapperLink, State};
-
-/// Counters for `/metrics`.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    /// Reports handed to devicetwin.
-    pub reports: AtomicU64,
-    /// Reports refused because devicetwin's mailbox was full (the mapper reports again).
-    pub reports_refused: AtomicU64,
-    /// Calls to mappers that succeeded.
-    pub calls: AtomicU64,
-    /// Calls to mappers that failed (each is tried again).
-    pub calls_failed: AtomicU64,
-}
+use crate::stats::{DmiCounters, Stats, Throttle};
 
 /// Who else drives a protocol on the node: the name of the Wasm mapper of a protocol, if any.
 pub type ProtocolOwner = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -37,10 +30,19 @@ pub type ProtocolOwner = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// What the server, the workers and the hooks share.
 pub(crate) struct Shared {
     pub store: Store,
+    /// The module's settings (access, limits), fixed for the module's life.
+    pub settings: DmiSettings,
     /// Set by the daemon: a protocol a Wasm mapper drives is not given to a DMI mapper too.
     pub owner: Mutex<Option<ProtocolOwner>>,
     state: Mutex<State>,
     pub stats: Stats,
+    /// Keeps refusals from flooding the log.
+    pub throttle: Throttle,
+    /// The node's registration rate.
+    pub register_bucket: Mutex<TokenBucket>,
+    /// Registrations one at a time: the holder of a protocol is checked and replaced as one
+    /// step (the check probes the holder's socket, so it cannot run under the state lock).
+    pub register_lock: tokio::sync::Mutex<()>,
     /// The bus and the workers' stop signal of the current run.
     run: Mutex<Option<(Bus, CancellationToken)>>,
 }
@@ -60,9 +62,14 @@ impl Shared {
         self.current_run().map(|(bus, _)| bus)
     }
 
-    /// Starts the worker of the mapper of `info.protocol` at `generation` (the module must be
-    /// running; otherwise its next run starts it).
-    pub(crate) fn start_worker(self: &Arc<Self>, info: pb::MapperInfo, generation: u64) {
+    /// Starts the worker of the mapper of `info.protocol` at `generation`, registered by
+    /// `owner_uid` (the module must be running; otherwise its next run starts it).
+    pub(crate) fn start_worker(
+        self: &Arc<Self>,
+        info: pb::MapperInfo,
+        owner_uid: u32,
+        generation: u64,
+    ) {
         let Some((_, token)) = self.current_run() else {
             return;
         };
@@ -70,7 +77,7 @@ impl Shared {
         tokio::spawn(async move {
             tokio::select! {
                 _ = token.cancelled() => {}
-                _ = worker(shared, info, generation) => {}
+                _ = worker(shared, info, owner_uid, generation) => {}
             }
         });
     }
@@ -81,10 +88,10 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Keeps the mapper of `info.protocol` in step until a newer registration replaces it.
-async fn worker(shared: Arc<Shared>, info: pb::MapperInfo, generation: u64) {
+async fn worker(shared: Arc<Shared>, info: pb::MapperInfo, owner_uid: u32, generation: u64) {
     let protocol = info.protocol.clone();
-    let socket = PathBuf::from(String::from_utf8_lossy(&info.address).into_owned());
-    let mut client = crate::client::connect(socket);
+    let socket = owner::socket_of(&info.address);
+    let mut client = crate::client::connect(socket, owner_uid);
     let mut backoff = RETRY_FIRST;
     loop {
         let wake = {
@@ -102,13 +109,13 @@ async fn worker(shared: Arc<Shared>, info: pb::MapperInfo, generation: u64) {
         };
         match crate::client::call(&mut client, &step).await {
             Ok(()) => {
-                shared.stats.calls.fetch_add(1, Ordering::Relaxed);
+                Stats::bump(&shared.stats.calls);
                 tracing::info!(mapper = %info.name, device = %step.id, call = ?CallName(&step), "DMI mapper updated");
                 shared.lock().done(&protocol, generation, step);
                 backoff = RETRY_FIRST;
             }
             Err(status) => {
-                shared.stats.calls_failed.fetch_add(1, Ordering::Relaxed);
+                Stats::bump(&shared.stats.calls_failed);
                 tracing::warn!(
                     mapper = %info.name,
                     device = %step.id,
@@ -139,32 +146,35 @@ impl std::fmt::Debug for CallName<'_> {
     }
 }
 
-/// Settings of the module.
-#[derive(Debug, Clone)]
-pub struct DmiSettings {
-    /// The socket DMI is served on (see [`crate::socket_path`]).
-    pub socket: PathBuf,
-}
-
 /// The `dmi` module.
 pub struct Dmi {
     shared: Arc<Shared>,
-    settings: DmiSettings,
 }
 
 impl Dmi {
-    /// The module over `store` (whose [`crate::MIGRATIONS`] must be applied).
+    /// The module over `store` (whose [`crate::MIGRATIONS`] must be applied). `settings` are
+    /// checked when the module runs ([`DmiSettings::check`]).
     pub fn new(store: Store, settings: DmiSettings) -> Dmi {
+        let register_bucket = TokenBucket::new(settings.limits.registrations, Instant::now());
         Dmi {
             shared: Arc::new(Shared {
                 store,
+                settings,
                 state: Mutex::new(State::default()),
                 owner: Mutex::new(None),
                 stats: Stats::default(),
+                throttle: Throttle::new(Duration::from_secs(10)),
+                register_bucket: Mutex::new(register_bucket),
+                register_lock: tokio::sync::Mutex::new(()),
                 run: Mutex::new(None),
             }),
-            settings,
         }
+    }
+
+    /// The module's counters now: what it did and what it refused, by reason (the same
+    /// numbers `/metrics` shows).
+    pub fn counters(&self) -> DmiCounters {
+        self.shared.stats.snapshot()
     }
 
     /// Names who else drives a protocol on this node (the Wasm host's mapper of it): a DMI
@@ -201,139 +211,143 @@ impl Dmi {
             .collect()
     }
 
-    async fn load_mappers(&self) -> Result<(), ModuleError> {
-        let stored = self
-            .shared
-            .store
-            .read(crate::store::all)
-            .await
-            .map_err(|e| format!("cannot read registered DMI mappers: {e}"))?;
+    /// Loads the mappers registered before the restart: a protocol a Wasm mapper drives now is
+    /// dropped, and every other mapper is re-verified (`owner.rs`) before it is trusted.
+    async fn load_mappers(&self, gate: &Gate) -> Result<(), DmiError> {
+        let stored = self.shared.store.read(crate::store::all).await?;
         // A protocol a Wasm mapper drives now (deployed while this node was down, or loaded
         // from `wedge.modules.dir`) is not the remembered mapper's any more: one driver per
         // protocol, and the module the operator deployed wins. The mapper is forgotten; should
         // it register again, it is refused while the module drives the protocol.
-        let owner = self
+        let wasm_owner = self
             .shared
             .owner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let mut kept = Vec::with_capacity(stored.len());
-        for info in stored {
-            match owner.as_ref().and_then(|owner| owner(&info.protocol)) {
-                Some(module) => {
-                    tracing::warn!(mapper = %info.name, protocol = %info.protocol, "DMI mapper remembered from before the restart forgotten: the Wasm mapper {module} drives the protocol now");
-                    let protocol = info.protocol.clone();
-                    self.shared
-                        .store
-                        .write(move |conn| crate::store::remove(conn, &protocol))
-                        .await
-                        .map_err(|e| format!("cannot forget DMI mapper {}: {e}", info.name))?;
+        for (info, stored_owner) in stored {
+            let forget = match wasm_owner.as_ref().and_then(|owner| owner(&info.protocol)) {
+                Some(module) => Some(format!("the Wasm mapper {module} drives the protocol now")),
+                None => {
+                    let listener = owner::listener_of(&owner::socket_of(&info.address)).await;
+                    match owner::verify(stored_owner, listener, |p| gate.admits(p), owner::alive) {
+                        Verified::Keep(owner) => {
+                            if Some(owner) != stored_owner {
+                                let (record, row) = (info.clone(), owner);
+                                self.shared
+                                    .store
+                                    .write(move |conn| crate::store::put(conn, &record, &row))
+                                    .await?;
+                            }
+                            kept.push((info.clone(), owner));
+                            None
+                        }
+                        Verified::Forget(reason) => {
+                            Stats::bump(&self.shared.stats.forgotten_unverified);
+                            Some(reason)
+                        }
+                    }
                 }
-                None => kept.push(info),
+            };
+            if let Some(reason) = forget {
+                tracing::warn!(mapper = %info.name, protocol = %info.protocol, "DMI mapper remembered from before the restart forgotten: {reason}");
+                let protocol = info.protocol.clone();
+                self.shared
+                    .store
+                    .write(move |conn| crate::store::remove(conn, &protocol))
+                    .await?;
+                // After a restart of the module alone, the link is still held: let it go too.
+                self.shared.lock().mappers.remove(&info.protocol);
             }
         }
+        let rate = self.shared.settings.limits.reports;
         let mut state = self.shared.lock();
-        for info in kept {
+        for (info, owner) in kept {
             if state.mappers.contains_key(&info.protocol) {
                 continue;
             }
             state.generation += 1;
             let generation = state.generation;
-            tracing::info!(mapper = %info.name, protocol = %info.protocol, "DMI mapper remembered from before the restart");
+            tracing::info!(mapper = %info.name, protocol = %info.protocol, owner = %owner, "DMI mapper remembered from before the restart");
             state.mappers.insert(
                 info.protocol.clone(),
-                MapperLink::new(info, generation, true),
+                MapperLink::new(info, owner, rate, generation, true),
             );
         }
         Ok(())
     }
 
-    fn bind(&self) -> Result<tokio::net::UnixListener, ModuleError> {
-        let socket = &self.settings.socket;
-        if let Some(dir) = socket.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                format!(
-                    "cannot create the DMI socket's directory {}: {e}",
-                    dir.display()
-                )
-            })?;
-        }
-        // A socket file left by an earlier run (or edgecore) would make bind fail.
-        match std::fs::remove_file(socket) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(
-                    format!("cannot remove the old DMI socket {}: {e}", socket.display()).into(),
-                );
-            }
-        }
-        tokio::net::UnixListener::bind(socket)
-            .map_err(|e| format!("cannot serve DMI on {}: {e}", socket.display()).into())
-    }
-}
-
-impl Module for Dmi {
-    fn name(&self) -> &'static str {
-        module::DMI
+    /// The gRPC server with the HTTP/2 limits of the settings (see [`crate::Limits`]).
+    fn server(
+        &self,
+    ) -> tonic::transport::Server<
+        tower::layer::util::Stack<InFlightLayer, tower::layer::util::Identity>,
+    > {
+        let limits = &self.shared.settings.limits;
+        tonic::transport::Server::builder()
+            .max_frame_size(crate::authority::MAX_FRAME as u32)
+            .http2_max_header_list_size(limits.max_header_list_size)
+            .max_concurrent_streams(limits.max_concurrent_streams)
+            .initial_stream_window_size(limits.stream_window)
+            .initial_connection_window_size(limits.connection_window)
+            // Fixed windows: adaptive ones would grow to what a client's pace asks for.
+            .http2_adaptive_window(Some(false))
+            .layer(InFlightLayer::new(
+                limits.max_requests_in_flight,
+                self.shared.clone(),
+            ))
     }
 
-    fn group(&self) -> &'static str {
-        group::TWIN
-    }
-
-    async fn run(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), ModuleError> {
-        self.load_mappers().await?;
-        let listener = self.bind()?;
+    async fn serve(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), DmiError> {
+        let settings = &self.shared.settings;
+        settings.check()?;
+        let socket = settings.socket.clone();
+        let own = Peer::own().map_err(|source| DmiError::Socket {
+            path: socket.clone(),
+            what: "read the node's own credentials",
+            source,
+        })?;
+        let gate = Arc::new(Gate::new(&settings.access, settings.socket_group, own.uid));
+        self.load_mappers(&gate).await?;
+        let listener = crate::socket::bind(&socket, settings.socket_group)?;
         let token = ctx.token().child_token();
         *self.shared.run.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((ctx.bus().clone(), token.clone()));
-        let links: Vec<(pb::MapperInfo, u64)> = self
+        let links: Vec<(pb::MapperInfo, u32, u64)> = self
             .shared
             .lock()
             .mappers
             .values()
-            .map(|l| (l.info.clone(), l.generation))
+            .map(|l| (l.info.clone(), l.owner.uid, l.generation))
             .collect();
-        for (info, generation) in links {
-            self.shared.start_worker(info, generation);
+        for (info, owner_uid, generation) in links {
+            self.shared.start_worker(info, owner_uid, generation);
         }
-        tracing::info!(socket = %self.settings.socket.display(), "serving DMI for KubeEdge mappers");
+        tracing::info!(
+            socket = %socket.display(),
+            mode = format!("{:o}", crate::socket::mode(settings.socket_group)),
+            "serving DMI for KubeEdge mappers"
+        );
         let service = DeviceManagerServiceServer::new(Manager {
             shared: self.shared.clone(),
-        });
-        // Every connection passes through the `:authority` shim (see `authority.rs`).
-        let (connections, incoming) = tokio::sync::mpsc::channel(16);
-        let accepting = token.clone();
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    _ = accepting.cancelled() => return,
-                    accepted = listener.accept() => accepted,
-                };
-                match accepted {
-                    Ok((stream, _)) => {
-                        let (ours, tonics) = tokio::io::duplex(64 * 1024);
-                        tokio::spawn(crate::authority::relay(stream, ours));
-                        if connections
-                            .send(Ok::<_, std::io::Error>(tonics))
-                            .await
-                            .is_err()
-                        {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!("DMI socket accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-        });
+            gate: gate.clone(),
+        })
+        .max_decoding_message_size(settings.limits.max_message_size);
+        // Every connection is checked and passes through the `:authority` shim (`accept.rs`).
+        let (connections, incoming) = tokio::sync::mpsc::channel::<std::io::Result<PeerIo>>(16);
+        let acceptor = Acceptor {
+            listener,
+            gate,
+            shared: self.shared.clone(),
+            slots: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
+            connections,
+        };
+        tokio::spawn(acceptor.run(token.clone()));
         let incoming = tokio_stream::wrappers::ReceiverStream::new(incoming);
         let stop = token.clone();
-        let server = tonic::transport::Server::builder()
+        let server = self
+            .server()
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, async move { stop.cancelled().await });
         ctx.ready();
@@ -354,50 +368,31 @@ impl Module for Dmi {
             }
         };
         token.cancel();
-        let _ = std::fs::remove_file(&self.settings.socket);
-        result.map_err(|e| format!("DMI server on {}: {e}", self.settings.socket.display()).into())
+        let _ = std::fs::remove_file(&socket);
+        result.map_err(|source| DmiError::Serve {
+            path: socket,
+            source,
+        })
+    }
+}
+
+impl Module for Dmi {
+    fn name(&self) -> &'static str {
+        module::DMI
+    }
+
+    fn group(&self) -> &'static str {
+        group::TWIN
+    }
+
+    async fn run(self: Arc<Self>, ctx: ModuleContext) -> Result<(), ModuleError> {
+        self.serve(ctx).await.map_err(ModuleError::from)
     }
 }
 
 impl MetricsSource for Dmi {
     fn write_metrics(&self, w: &mut PromWriter) {
-        let stats = &self.shared.stats;
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
-        w.family(
-            "wedge_dmi_reports_total",
-            "DMI reports of KubeEdge mappers, by what became of them (refused: devicetwin was busy; the mapper reports again).",
-            "counter",
-        );
-        w.sample(
-            "wedge_dmi_reports_total",
-            &[("result", "accepted")],
-            load(&stats.reports),
-        );
-        w.sample(
-            "wedge_dmi_reports_total",
-            &[("result", "refused")],
-            load(&stats.reports_refused),
-        );
-        w.family(
-            "wedge_dmi_mapper_calls_total",
-            "Calls to DMI mappers (RegisterDevice, UpdateDevice, ...); failed ones are tried again.",
-            "counter",
-        );
-        w.sample(
-            "wedge_dmi_mapper_calls_total",
-            &[("result", "ok")],
-            load(&stats.calls),
-        );
-        w.sample(
-            "wedge_dmi_mapper_calls_total",
-            &[("result", "failed")],
-            load(&stats.calls_failed),
-        );
-        w.family("wedge_dmi_mappers", "DMI mappers registered.", "gauge");
-        w.sample(
-            "wedge_dmi_mappers",
-            &[],
-            self.shared.lock().mappers.len() as f64,
-        );
+        let mappers = self.shared.lock().mappers.len();
+        self.shared.stats.write(w, mappers);
     }
 }

@@ -1,4 +1,8 @@
 //! The node's DeviceManagerService: what KubeEdge mappers call.
+//!
+//! Every call arrives with the kernel's credentials of its connection (`peer.rs`) and is
+//! admitted or refused by `admit.rs` before it changes anything; an admitted registration is
+//! recorded with its registrant.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,14 +12,18 @@ use tonic::{Request, Response, Status};
 use wedge_core::message::{group, module, operation};
 use wedge_core::{Content, Message};
 
+use crate::admit::caller;
 use crate::module::Shared;
 use crate::pb;
 use crate::pb::device_manager_service_server::DeviceManagerService;
+use crate::peer::Gate;
 use crate::state::MapperLink;
 
 /// The service over the module's shared state.
 pub(crate) struct Manager {
     pub shared: Arc<Shared>,
+    /// The peer check of this run (who is trusted to take over a gone mapper's protocol).
+    pub gate: Arc<Gate>,
 }
 
 /// `<namespace>/<name>` of a report, both required.
@@ -67,6 +75,8 @@ impl DeviceManagerService for Manager {
         &self,
         request: Request<pb::MapperRegisterRequest>,
     ) -> Result<Response<pb::MapperRegisterResponse>, Status> {
+        let peer = caller(&request)?;
+        self.admit_registration(&peer)?;
         let request = request.into_inner();
         let Some(info) = request.mapper else {
             return Err(Status::invalid_argument("MapperRegister without mapper"));
@@ -97,10 +107,13 @@ impl DeviceManagerService for Manager {
                 info.protocol
             )));
         }
+        // One registration at a time: the holder checked is the one replaced.
+        let _serial = self.shared.register_lock.lock().await;
+        self.admit_holder(&peer, &info).await?;
         let stored = info.clone();
         self.shared
             .store
-            .write(move |conn| crate::store::put(conn, &stored))
+            .write(move |conn| crate::store::put(conn, &stored, &peer))
             .await
             .map_err(|e| Status::unavailable(format!("cannot store the mapper: {e}")))?;
         let (answer, generation) = {
@@ -108,7 +121,8 @@ impl DeviceManagerService for Manager {
             state.generation += 1;
             let generation = state.generation;
             let answer = state.register_answer(&info.protocol);
-            let mut link = MapperLink::new(info.clone(), generation, false);
+            let rate = self.shared.settings.limits.reports;
+            let mut link = MapperLink::new(info.clone(), peer, rate, generation, false);
             if request.with_data {
                 // The mapper starts every device of the answer: it holds them now.
                 for device in &answer.device_list {
@@ -134,10 +148,11 @@ impl DeviceManagerService for Manager {
             mapper = %info.name,
             protocol = %info.protocol,
             address = %String::from_utf8_lossy(&info.address),
+            peer = %peer,
             devices = answer.device_list.len(),
             "DMI mapper registered"
         );
-        self.shared.start_worker(info, generation);
+        self.shared.start_worker(info, peer.uid, generation);
         if request.with_data {
             Ok(Response::new(answer))
         } else {
@@ -149,8 +164,10 @@ impl DeviceManagerService for Manager {
         &self,
         request: Request<pb::ReportDeviceStatusRequest>,
     ) -> Result<Response<pb::ReportDeviceStatusResponse>, Status> {
+        let peer = caller(&request)?;
         let request = request.into_inner();
         let id = device_id(&request.device_namespace, &request.device_name)?;
+        self.admit_report(&peer, &id)?;
         let twins = request.reported_device.map(|d| d.twins).unwrap_or_default();
         if twins.is_empty() {
             return Err(Status::invalid_argument(format!(
@@ -188,8 +205,10 @@ impl DeviceManagerService for Manager {
         &self,
         request: Request<pb::ReportDeviceStatesRequest>,
     ) -> Result<Response<pb::ReportDeviceStatesResponse>, Status> {
+        let peer = caller(&request)?;
         let request = request.into_inner();
         let id = device_id(&request.device_namespace, &request.device_name)?;
+        self.admit_report(&peer, &id)?;
         let payload = serde_json::json!({
             "event_id": "",
             "timestamp": wedge_core::time::now_ms(),

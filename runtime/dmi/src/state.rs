@@ -11,17 +11,26 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::sync::Notify;
 use wedge_device::definition::DeviceDefinition;
 
 use crate::convert;
 use crate::pb;
+use crate::peer::Peer;
+use crate::rate::TokenBucket;
+use crate::settings::Rate;
 
-/// One registered mapper (edgecore keeps one per protocol: a later registration replaces it).
+/// One registered mapper (edgecore keeps one per protocol: a later registration replaces it,
+/// here only as `owner.rs` allows).
 pub(crate) struct MapperLink {
     /// What the mapper said about itself.
     pub info: pb::MapperInfo,
+    /// The process that registered it: only its reports count for the protocol's devices.
+    pub owner: Peer,
+    /// Its reports' token bucket.
+    pub bucket: TokenBucket,
     /// Bumped by every registration; a worker of an older one stops.
     pub generation: u64,
     /// The devices the mapper holds, as last sent, by id.
@@ -41,9 +50,17 @@ pub(crate) struct MapperLink {
 }
 
 impl MapperLink {
-    pub(crate) fn new(info: pb::MapperInfo, generation: u64, adopted: bool) -> MapperLink {
+    pub(crate) fn new(
+        info: pb::MapperInfo,
+        owner: Peer,
+        rate: Rate,
+        generation: u64,
+        adopted: bool,
+    ) -> MapperLink {
         MapperLink {
             info,
+            owner,
+            bucket: TokenBucket::new(rate, Instant::now()),
             generation,
             devices: BTreeMap::new(),
             models: BTreeMap::new(),

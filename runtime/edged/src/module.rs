@@ -105,6 +105,9 @@ pub struct EdgedSettings {
     pub static_check: Duration,
     /// `runtimeClassName` that makes a pod a Wasm pod.
     pub wasm_runtime_class: String,
+    /// Namespaces whose Wasm pods may bring their own module (ConfigMap or HTTPS) rather than
+    /// only run the node's (`wedge.edged.wasmPodModuleNamespaces`; none by default).
+    pub wasm_pod_module_namespaces: Vec<String>,
     /// Container GC period: 1 min.
     pub container_gc_period: Duration,
     /// Which dead containers container GC removes (`maxContainerCount`, ...).
@@ -156,6 +159,7 @@ impl EdgedSettings {
             static_pod_dir: None,
             static_check: Duration::from_secs(20),
             wasm_runtime_class: crate::wasm_pods::DEFAULT_RUNTIME_CLASS.to_owned(),
+            wasm_pod_module_namespaces: Vec::new(),
             container_gc_period: Duration::from_secs(60),
             container_gc: crate::gc::ContainerGcPolicy::default(),
             image_gc_period: Duration::from_secs(300),
@@ -205,6 +209,9 @@ pub struct Edged {
     registered: Arc<tokio::sync::watch::Sender<bool>>,
     /// The pod event recorder's counters.
     event_stats: Arc<crate::events::EventStats>,
+    /// edgeStream's in-process connections to the kubelet server (see
+    /// [`Edged::with_kubelet_link`]).
+    kubelet_listener: Option<wedge_core::kubelet_link::KubeletListener>,
     /// The node's pressure conditions as the last eviction pass read them (admission).
     pressure: Arc<tokio::sync::watch::Sender<crate::node::pressure::Pressure>>,
 }
@@ -222,6 +229,7 @@ impl Edged {
             server_stats: std::sync::Mutex::new(None),
             registered: Arc::new(tokio::sync::watch::Sender::new(false)),
             event_stats: Arc::default(),
+            kubelet_listener: None,
             pressure: Arc::new(tokio::sync::watch::Sender::new(Default::default())),
         }
     }
@@ -237,6 +245,16 @@ impl Edged {
             .node_report
             .as_ref()
             .map(|_| self.registered.subscribe())
+    }
+
+    /// Serves the kubelet routes (logs, exec, attach, metrics) to edgeStream in this process
+    /// on `listener`: the cloud's `kubectl logs/exec` reach edged there, not over TCP.
+    pub fn with_kubelet_link(
+        mut self,
+        listener: wedge_core::kubelet_link::KubeletListener,
+    ) -> Edged {
+        self.kubelet_listener = Some(listener);
+        self
     }
 
     /// Runs Wasm pods (see [`crate::wasm_pods`]) in `host`; without one they wait with a
@@ -808,9 +826,26 @@ impl SyncLoop {
             return;
         }
         let desired: std::collections::HashSet<String> = self.desired.keys().cloned().collect();
+        // Module files of Wasm pods go with the last pod pinning them, as images with GC.
+        let pins: std::collections::HashSet<String> = self
+            .desired
+            .values()
+            .flat_map(|d| d.pod.spec.containers.iter())
+            .filter_map(|c| match crate::wasm_pods::ModuleRef::parse(&c.image) {
+                Ok(crate::wasm_pods::ModuleRef::Https { sha256, .. }) => Some(sha256),
+                _ => None,
+            })
+            .collect();
         let (engine, edged) = (self.sync.engine.clone(), self.sync.edged.clone());
         self.container_gc = Some(tokio::spawn(async move {
             crate::gc_pass::containers(&engine, &edged.settings, |uid| desired.contains(uid)).await;
+            let removed = edged.fetcher.remove_unused(pins).await;
+            if removed > 0 {
+                tracing::info!(
+                    removed,
+                    "module files no pod pins removed from the module cache"
+                );
+            }
         }));
     }
 
@@ -996,14 +1031,21 @@ impl Module for Edged {
                         .unwrap_or(&self.settings.pods_root),
                 ),
             ));
-            // A port that cannot be had costs the node its logs and exec, not its pods.
+            *self.server_stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(server.stats());
+            if let Some(listener) = self.kubelet_listener.clone() {
+                tokio::spawn(
+                    server
+                        .clone()
+                        .serve_link(listener, ctx.token().child_token()),
+                );
+            }
+            // A port that cannot be had costs the node its local reads, not its pods.
             match server.bind().await {
-                Ok(listener) => {
-                    *self.server_stats.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some(server.stats());
+                Ok(Some(listener)) => {
                     tokio::spawn(server.serve(listener, ctx.token().child_token()));
                 }
-                Err(e) => tracing::error!("kubectl logs and exec will not work: {e}"),
+                Ok(None) => {}
+                Err(e) => tracing::error!("the kubelet read-only port will not serve: {e}"),
             }
         }
         let (probe_results, mut probed) = mpsc::channel(256);
@@ -1234,6 +1276,19 @@ impl MetricsSource for Edged {
                 ("error", &server.errors),
             ] {
                 w.sample(name, &[("kind", kind)], load(value));
+            }
+            let name = "wedge_edged_read_only_port_refused_total";
+            w.family(
+                name,
+                "Read-only kubelet port requests and connections turned away: a route served only through the tunnel (route), the idlest connection closed for a new one (evicted), a new connection closed with every open one busy (full).",
+                "counter",
+            );
+            for (reason, value) in [
+                ("route", &server.refused_read_only),
+                ("evicted", &server.evicted),
+                ("full", &server.full),
+            ] {
+                w.sample(name, &[("reason", reason)], load(value));
             }
         }
     }

@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -86,6 +85,17 @@ impl ModuleFetcher {
             tls: Mutex::new(None),
             failures: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Removes cached module files whose digest is not in `in_use` (the pins of the pods
+    /// desired now) and that are older than a minute (one just downloaded for a pod that
+    /// arrived after `in_use` was taken stays); returns how many went. Without this the cache
+    /// only grows: every pod ever run with a new pin leaves its file.
+    pub async fn remove_unused(&self, in_use: std::collections::HashSet<String>) -> usize {
+        let dir = self.settings.cache_dir.clone();
+        blocking(move || remove_unused_files(&dir, &in_use))
+            .await
+            .unwrap_or(0)
     }
 
     /// The module file at `url` whose SHA-256 is `sha256` (64 lowercase hex digits): from the
@@ -362,38 +372,50 @@ fn read_cached(path: &Path, sha256: &str, max: u64) -> Result<Option<Vec<u8>>, S
     ))
 }
 
-/// Writes `bytes` to `path` so that the file is either absent or whole, even across a crash:
-/// a temporary file in the same directory, synced, renamed, then the directory synced.
+/// Writes `bytes` to `path` whole, in a directory only this user controls (see
+/// [`wedge_core::private_fs`]): a cache directory others can write into is refused, naming it.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    use std::io::Write;
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let fail = |what: &str, e: std::io::Error| {
-        format!("cannot cache the module as {}: {what}: {e}", path.display())
+    let fail = |e: wedge_core::private_fs::PrivateFsError| {
+        format!("cannot cache the module as {}: {e}", path.display())
     };
-    std::fs::create_dir_all(dir).map_err(|e| fail("create the directory", e))?;
-    let file_name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("module");
-    let tmp = dir.join(format!(
-        ".{file_name}.{}.{}.tmp",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut file = std::fs::File::create(&tmp).map_err(|e| fail("create", e))?;
-        file.write_all(bytes).map_err(|e| fail("write", e))?;
-        file.sync_all().map_err(|e| fail("sync", e))?;
-        std::fs::rename(&tmp, path).map_err(|e| fail("rename", e))
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    wedge_core::private_fs::ensure_private_dir(dir).map_err(fail)?;
+    wedge_core::private_fs::write_atomically(path, bytes).map_err(fail)
+}
+
+/// See [`ModuleFetcher::remove_unused`].
+fn remove_unused_files(dir: &Path, in_use: &std::collections::HashSet<String>) -> usize {
+    const MIN_AGE: Duration = Duration::from_secs(60);
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(stem) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".wasm"))
+        else {
+            continue;
+        };
+        let pinned_name = stem.len() == 64 && stem.bytes().all(|b| b.is_ascii_hexdigit());
+        let old_enough = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= MIN_AGE);
+        if pinned_name && !in_use.contains(stem) && old_enough {
+            match std::fs::remove_file(&path) {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), "unused cached module not removed: {e}")
+                }
+            }
+        }
     }
-    written?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| fail("sync the directory", e))
+    removed
 }
 
 /// SHA-256 of `bytes`, lowercase hex.

@@ -70,7 +70,9 @@ impl ModuleRef {
             return Err(format!("image {image:?}: {ACCEPTED_FORMS}"));
         }
         let name = image.trim_start_matches("wasm://");
-        if name.is_empty() || name.contains('/') {
+        // `.` only appears in the names of modules pods brought: another pod's are not
+        // this pod's to run (or read the logs of).
+        if name.is_empty() || name.contains('/') || name.contains('.') {
             return Err(format!("image {image:?}: not a module name"));
         }
         Ok(ModuleRef::Store(name.to_owned()))
@@ -128,8 +130,17 @@ fn parse_https(image: &str) -> Result<ModuleRef, String> {
 pub enum ModuleSource {
     /// A module already deployed on the node, by name.
     Store(String),
-    /// A packaged module file to deploy (the pod owns the deployment).
-    File(Vec<u8>),
+    /// A packaged module file to deploy for a pod's container, which owns the deployment: it
+    /// is deployed under a name of the pod's, so it never replaces or removes a module the
+    /// operator or another pod deployed.
+    File {
+        /// The packaged module.
+        bytes: Vec<u8>,
+        /// The pod's UID.
+        pod_uid: String,
+        /// The container's name.
+        container: String,
+    },
 }
 
 /// What the Wasm host says of a module.
@@ -198,6 +209,8 @@ mod tests {
             })
         );
         assert!(ModuleRef::parse("configmap://modules").is_err());
+        // Another pod's module (its name has dots) is not a store module.
+        assert!(ModuleRef::parse("wasm://threshold.limit.0f3c").is_err());
         assert!(ModuleRef::parse("library/busybox").is_err());
         assert!(ModuleRef::is_wasm_image("wasm://x"));
         assert!(!ModuleRef::is_wasm_image("busybox:1"));

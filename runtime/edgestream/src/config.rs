@@ -87,8 +87,12 @@ pub struct TunnelConfig {
     /// out and CloudCore takes the tunnel's source address.
     pub node_ip: Option<IpAddr>,
     /// Where the kubelet's HTTP port is: every request is replayed to it (KubeEdge:
-    /// `127.0.0.1:10350`, fixed).
+    /// `127.0.0.1:10350`, fixed), unless [`TunnelConfig::kubelet_link`] is set. Its text is
+    /// the `Host` of every replayed request either way.
     pub local_addr: SocketAddr,
+    /// edged's kubelet server in this process: requests go to it in memory, not over TCP, so
+    /// the TCP port need not serve logs, exec or attach to anyone who reaches it.
+    pub kubelet_link: Option<wedge_core::kubelet_link::KubeletLink>,
     /// TCP, TLS and WebSocket handshake together (`handshakeTimeout`, 30 s).
     pub handshake_timeout: Duration,
     /// Once CloudCore has answered a ping, the longest it may stay silent before the tunnel is
@@ -128,6 +132,7 @@ impl TunnelConfig {
             node_name: node_name.into(),
             node_ip: None,
             local_addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_LOCAL_PORT),
+            kubelet_link: None,
             handshake_timeout: Duration::from_secs(30),
             read_deadline: Duration::from_secs(15),
             write_deadline: Duration::from_secs(15),

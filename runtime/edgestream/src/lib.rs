@@ -46,12 +46,16 @@
 //! - edgecore pings every 5 s ("ping you") and redials every 2 s; we ping alike and redial
 //!   after 0.5 s doubling to 2 s.
 //!
-//! The local side (`local.rs`) replays the request to [`TunnelConfig::local_addr`]
+//! The local side (`local.rs`) replays the request to edged in this process
+//! ([`TunnelConfig::kubelet_link`]) or else to [`TunnelConfig::local_addr`]
 //! (KubeEdge: `127.0.0.1:10350`, where CloudCore addresses every request) and streams the
 //! answer back.
 //!
 //! # Where we differ from edgecore, on purpose
 //!
+//! - Requests reach edged in this process ([`TunnelConfig::kubelet_link`]), not over TCP:
+//!   edgecore's edgeStream dials `127.0.0.1:10350`, so that port must serve exec and attach to
+//!   anyone on the node; edged's TCP port serves only what a kubelet's read-only port does.
 //! - The server's certificate must chain to `tlsTunnelCAFile` (edgecore checks nothing); its
 //!   name is not checked (CloudCore serves the tunnel with CloudHub's certificate).
 //! - Logs are asked for with `Accept-Encoding: identity`, as edgecore asks metrics: CloudCore

@@ -22,7 +22,7 @@
 use bytes::{BufMut, BytesMut};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::connect::ConnectRequest;
@@ -69,20 +69,30 @@ pub(crate) async fn serve(
     }
 }
 
-async fn connect(ctx: &ConnContext) -> Result<TcpStream, LocalError> {
+/// A connection to the kubelet: in-process when edged runs in this process
+/// ([`crate::TunnelConfig::kubelet_link`]), else TCP to [`crate::TunnelConfig::local_addr`].
+pub(crate) trait KubeletIo: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> KubeletIo for T {}
+
+async fn connect(ctx: &ConnContext) -> Result<Box<dyn KubeletIo>, LocalError> {
     let addr = ctx.config.local_addr;
     let failed = |reason: String| LocalError::Connect { addr, reason };
-    let tcp = tokio::time::timeout(ctx.config.local_connect_timeout, TcpStream::connect(addr))
+    let timeout = ctx.config.local_connect_timeout;
+    let late = |_| failed(format!("no answer within {timeout:?}"));
+    if let Some(link) = &ctx.config.kubelet_link {
+        let conn = tokio::time::timeout(timeout, link.connect())
+            .await
+            .map_err(late)?
+            .map_err(|e| failed(e.to_string()))?;
+        return Ok(Box::new(conn));
+    }
+    let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
         .await
-        .map_err(|_| {
-            failed(format!(
-                "no answer within {:?}",
-                ctx.config.local_connect_timeout
-            ))
-        })?
+        .map_err(late)?
         .map_err(|e| failed(e.to_string()))?;
     let _ = tcp.set_nodelay(true);
-    Ok(tcp)
+    Ok(Box::new(tcp))
 }
 
 /// Logs and metrics: a `GET`, its body back to the cloud.
@@ -99,10 +109,10 @@ async fn http(
     request.set_header("accept-encoding", "identity");
     let host = ctx.config.local_addr.to_string();
     let http_request = request.to_http(&host).map_err(|e| failed(e.to_string()))?;
-    let tcp = connect(ctx).await?;
+    let conn = connect(ctx).await?;
     let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
         .title_case_headers(true)
-        .handshake(TokioIo::new(tcp))
+        .handshake(TokioIo::new(conn))
         .await
         .map_err(|e| failed(e.to_string()))?;
     // The connection's driver; it ends when the response body and the sender are dropped.
@@ -232,8 +242,8 @@ async fn upgrade(ctx: &mut ConnContext, request: ConnectRequest) -> Result<(), L
         target: target.clone(),
         reason,
     };
-    let tcp = match connect(ctx).await {
-        Ok(tcp) => tcp,
+    let conn = match connect(ctx).await {
+        Ok(conn) => conn,
         Err(e) => {
             // CloudCore gives the apiserver whatever comes back as the kubelet's answer: say
             // why in an HTTP error rather than closing without a word.
@@ -242,7 +252,7 @@ async fn upgrade(ctx: &mut ConnContext, request: ConnectRequest) -> Result<(), L
             return Err(e);
         }
     };
-    let (mut rd, mut wr) = tcp.into_split();
+    let (mut rd, mut wr) = tokio::io::split(conn);
     let head = request.head_bytes(&ctx.config.local_addr.to_string());
     tokio::time::timeout(ctx.config.write_deadline, wr.write_all(&head))
         .await

@@ -91,11 +91,10 @@ impl WasmEngine {
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)
             .map_err(|e| WasmError::engine_from("cannot create the engine", e))?;
-        std::fs::create_dir_all(cache_dir).map_err(|e| {
-            WasmError::io_from(
-                format!("cannot create cache dir {}", cache_dir.display()),
-                e,
-            )
+        // Compiled code is loaded from here without checks (`Component::deserialize_file`):
+        // a directory anyone else can write into would run their code.
+        wedge_core::private_fs::ensure_private_dir(cache_dir).map_err(|e| {
+            WasmError::io_from(format!("cannot use cache dir {}", cache_dir.display()), e)
         })?;
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
@@ -189,10 +188,7 @@ impl WasmEngine {
             .engine
             .precompile_component(bytes)
             .map_err(|e| WasmError::invalid_from("cannot compile the component", e))?;
-        let tmp = cached.with_extension("tmp");
-        if let Err(e) =
-            std::fs::write(&tmp, &compiled).and_then(|()| std::fs::rename(&tmp, &cached))
-        {
+        if let Err(e) = wedge_core::private_fs::write_atomically(&cached, &compiled) {
             tracing::warn!(file = %cached.display(), "cannot cache compiled module: {e}");
         }
         // SAFETY: `compiled` was produced just now by this engine's `precompile_component`.

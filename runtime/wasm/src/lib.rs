@@ -42,5 +42,7 @@ mod mapper;
 mod registry;
 
 pub use mapper::{Device, MapperModule, Property};
-pub use registry::{Deployed, GuestLimits, MIGRATIONS, WasmHost};
+pub use registry::{
+    Deployed, GuestLimits, MIGRATIONS, PodModule, WasmHost, is_pod_module, pod_module_name,
+};
 pub use reporting::{DEFAULT_REPORT_CYCLE, PushTarget};

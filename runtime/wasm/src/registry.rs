@@ -9,6 +9,12 @@
 //! old version finishes there and every later call goes to the new one — no call is lost or
 //! handled twice.
 //!
+//! Names are owned. The operator's modules (`wedge module deploy`, the module directory) have
+//! manifest names, `[a-z0-9-]`. A module a Wasm pod brings is deployed under a name of its
+//! pod's ([`pod_module_name`]: `<manifest>.<container>.<pod uid>`), which no manifest name can
+//! be, so a pod never replaces, shadows or removes an operator's module or another pod's; and
+//! a pod's mapper is refused for a protocol another module already drives.
+//!
 //! No lock is held while guest code runs: a deploy reserves its memory in the node's budget
 //! and instantiates (running `init`, under its deadline) on its own, and only the commit and
 //! swap are serialised, so one slow `init` delays no other deploy or removal.
@@ -40,6 +46,36 @@ pub const MIGRATIONS: &[&str] = &["CREATE TABLE IF NOT EXISTS wasm_modules (
         sha256 TEXT NOT NULL,
         deployed_at INTEGER NOT NULL
     )"];
+
+/// The module name of the module a pod's container brings: its manifest name, the container
+/// and the pod's UID, joined by `.` (a character no manifest name has).
+pub fn pod_module_name(manifest: &str, container: &str, pod_uid: &str) -> String {
+    format!("{manifest}.{container}.{pod_uid}")
+}
+
+/// Whether `name` is a pod's module rather than one the operator deployed.
+pub fn is_pod_module(name: &str) -> bool {
+    name.contains('.')
+}
+
+/// The pod container a module is deployed for (see [`WasmHost::deploy_for_pod`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodModule {
+    /// The pod's UID.
+    pub pod_uid: String,
+    /// The container's name.
+    pub container: String,
+}
+
+/// Under which name a module is instantiated.
+enum Naming<'a> {
+    /// Its manifest's (the operator's deploys).
+    Manifest,
+    /// A pod's container's.
+    Pod(&'a PodModule),
+    /// Exactly this one (reloading a record).
+    Exact(&'a str),
+}
 
 /// A live module.
 #[derive(Clone)]
@@ -164,9 +200,27 @@ impl WasmHost {
     async fn instantiate(
         &self,
         bytes: &[u8],
+        naming: Naming<'_>,
     ) -> Result<(Deployed, String, String, Reservation), WasmError> {
-        let manifest = package::extract(bytes)
+        let mut manifest = package::extract(bytes)
             .map_err(|e| WasmError::invalid_from("cannot package the component", e))?;
+        match naming {
+            Naming::Manifest => {}
+            Naming::Pod(pod) => {
+                manifest.name = pod_module_name(&manifest.name, &pod.container, &pod.pod_uid);
+                if let Some(protocol) = manifest.protocol.as_deref()
+                    && manifest.kind == ModuleKind::Mapper
+                    && let Some(holder) = self.mapper_name_for(protocol)
+                    && holder != manifest.name
+                {
+                    return Err(WasmError::invalid(format!(
+                        "protocol {protocol:?} is already driven by module {holder:?}: a pod's \
+                         mapper cannot take over a protocol"
+                    )));
+                }
+            }
+            Naming::Exact(name) => manifest.name = name.to_owned(),
+        }
         let reservation = self
             .budget
             .reserve(&manifest.name, manifest.limits.memory_mib)?;
@@ -229,13 +283,33 @@ impl WasmHost {
     /// Deploys or upgrades a module from a packaged component (see `package`). Returns its
     /// status. On any error nothing already deployed changes.
     pub async fn deploy(&self, bytes: Vec<u8>) -> Result<ModuleStatus, WasmError> {
-        let (deployed, sha256, code_digest, reservation) = match self.instantiate(&bytes).await {
-            Ok(ok) => ok,
-            Err(e) => {
-                self.release_unused_code();
-                return Err(e);
-            }
-        };
+        self.deploy_named(bytes, Naming::Manifest).await
+    }
+
+    /// Deploys the module a pod's container brings, under the pod's own name for it
+    /// ([`pod_module_name`]): it can replace only that container's earlier module. A mapper
+    /// for a protocol another module drives is refused.
+    pub async fn deploy_for_pod(
+        &self,
+        bytes: Vec<u8>,
+        pod: &PodModule,
+    ) -> Result<ModuleStatus, WasmError> {
+        self.deploy_named(bytes, Naming::Pod(pod)).await
+    }
+
+    async fn deploy_named(
+        &self,
+        bytes: Vec<u8>,
+        naming: Naming<'_>,
+    ) -> Result<ModuleStatus, WasmError> {
+        let (deployed, sha256, code_digest, reservation) =
+            match self.instantiate(&bytes, naming).await {
+                Ok(ok) => ok,
+                Err(e) => {
+                    self.release_unused_code();
+                    return Err(e);
+                }
+            };
         let _serial = self.changes.lock().await;
         let manifest = deployed.manifest().clone();
         let file = self.file_of(&sha256);
@@ -368,7 +442,7 @@ impl WasmHost {
         let mut results = Vec::new();
         for (name, sha) in &records {
             let outcome = match std::fs::read(self.file_of(sha)) {
-                Ok(bytes) => match self.instantiate(&bytes).await {
+                Ok(bytes) => match self.instantiate(&bytes, Naming::Exact(name)).await {
                     Ok((deployed, _, code, reservation)) => {
                         let status = deployed.status();
                         self.write().insert(name.clone(), deployed);
@@ -481,12 +555,27 @@ impl WasmHost {
             .collect()
     }
 
-    /// The mapper driving `protocol`.
+    /// The mapper driving `protocol`: the operator's when there is one (a pod's mapper never
+    /// shadows it).
     pub fn mapper_for_protocol(&self, protocol: &str) -> Option<Arc<MapperModule>> {
-        self.read().values().find_map(|d| match d {
-            Deployed::Mapper(m) if m.protocol() == protocol => Some(m.clone()),
-            _ => None,
-        })
+        let modules = self.read();
+        let drivers: Vec<(&String, &Arc<MapperModule>)> = modules
+            .iter()
+            .filter_map(|(name, d)| match d {
+                Deployed::Mapper(m) if m.protocol() == protocol => Some((name, m)),
+                _ => None,
+            })
+            .collect();
+        drivers
+            .iter()
+            .find(|(name, _)| !is_pod_module(name))
+            .or(drivers.first())
+            .map(|(_, m)| Arc::clone(m))
+    }
+
+    /// The name of the module driving `protocol`, if one does.
+    fn mapper_name_for(&self, protocol: &str) -> Option<String> {
+        self.mapper_for_protocol(protocol).map(|m| m.status().name)
     }
 
     /// Stops every mapper thread (at shutdown): all are cancelled first, then each is
@@ -598,12 +687,9 @@ impl MetricsSource for WasmHost {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WasmError> {
+    let fail = |e| WasmError::io_from(format!("cannot write {}", path.display()), e);
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| WasmError::io_from(format!("cannot create {}", dir.display()), e))?;
+        wedge_core::private_fs::ensure_private_dir(dir).map_err(fail)?;
     }
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| WasmError::io_from(format!("cannot write {}", path.display()), e))
+    wedge_core::private_fs::write_atomically(path, bytes).map_err(fail)
 }

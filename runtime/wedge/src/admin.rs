@@ -38,6 +38,8 @@ pub struct AdminState {
     pub twin: Option<Arc<wedge_devicetwin::module::DeviceTwin>>,
     /// The bus, to hand devicetwin a desired value.
     pub bus: wedge_core::Bus,
+    /// The node's database, whose writability `/healthz` reports.
+    pub store: Option<wedge_core::Store>,
     /// DMI, to name the KubeEdge mapper of a device (when devicetwin runs).
     pub dmi: Option<Arc<wedge_dmi::Dmi>>,
 }
@@ -47,14 +49,21 @@ struct HealthBody<'a> {
     status: &'static str,
     node: &'a str,
     modules: std::collections::BTreeMap<String, ModuleHealth>,
+    /// Why the node's database cannot take writes; absent when it can.
+    #[serde(rename = "storeUnwritable", skip_serializing_if = "Option::is_none")]
+    store_unwritable: Option<String>,
 }
 
+/// 200 when every module runs and the store takes writes; 503 otherwise: a node that cannot
+/// store what it acknowledges is not healthy, even if every task is alive.
 async fn healthz(State(state): State<AdminState>) -> impl IntoResponse {
-    let ok = state.health.all_running();
+    let store_unwritable = state.store.as_ref().and_then(|s| s.unwritable());
+    let ok = state.health.all_running() && store_unwritable.is_none();
     let body = HealthBody {
         status: if ok { "ok" } else { "unavailable" },
         node: &state.node,
         modules: state.health.snapshot(),
+        store_unwritable,
     };
     let code = if ok {
         StatusCode::OK

@@ -6,24 +6,7 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
 use http_body::{Frame, SizeHint};
-
-/// Runs its action once, when dropped.
-pub struct BusyGuard(Option<Box<dyn FnOnce() + Send + Sync>>);
-
-impl BusyGuard {
-    /// A guard that calls `on_drop` when it goes.
-    pub fn new(on_drop: impl FnOnce() + Send + Sync + 'static) -> BusyGuard {
-        BusyGuard(Some(Box::new(on_drop)))
-    }
-}
-
-impl Drop for BusyGuard {
-    fn drop(&mut self) {
-        if let Some(action) = self.0.take() {
-            action();
-        }
-    }
-}
+use wedge_core::conn_slots::BusyGuard;
 
 /// A response body that holds a [`BusyGuard`] until hyper drops it.
 pub struct Guarded {

@@ -7,12 +7,11 @@
 //! connections are served with hyper's HTTP/1 server directly and requests handed to the
 //! axum router only once they are complete and allowed.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -24,12 +23,13 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+use wedge_core::conn_slots::{ConnectionSlots, Room, Slot};
 use wedge_core::metrics::{MetricsSource, PromWriter};
 
-use crate::admin_guard::{BusyGuard, Guarded};
+use crate::admin_guard::Guarded;
+use wedge_core::conn_slots::BusyGuard;
 
 /// What the listeners need to know, resolved from `wedge.adminAddr` and `wedge.admin`.
 #[derive(Debug, Clone)]
@@ -346,7 +346,7 @@ const EXHAUSTED_BACKOFF: (Duration, Duration) =
 async fn accept_loop(listener: Listener, shared: Arc<Shared>) {
     let transport = listener.transport();
     let counters = shared.metrics.of(transport);
-    let slots = Arc::new(Slots::new(shared.settings.max_connections));
+    let slots = ConnectionSlots::new(shared.settings.max_connections);
     let mut backoff = EXHAUSTED_BACKOFF.0;
     let mut last_warning: Option<Instant> = None;
     let uid = effective_uid();
@@ -398,9 +398,11 @@ async fn accept_loop(listener: Listener, shared: Arc<Shared>) {
             continue;
         }
         counters.accepted.fetch_add(1, Ordering::Relaxed);
-        let slot = slots.add(shared.metrics.clone(), transport);
+        let slot = slots.add();
+        let open = OpenConnection::new(shared.metrics.clone(), transport);
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _open = open;
             match stream {
                 Stream::Unix(s) => serve_connection(s, transport, slot, shared).await,
                 Stream::Tcp(s) => serve_connection(s, transport, slot, shared).await,
@@ -415,26 +417,41 @@ pub(crate) fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Under the cap, true at once. At the cap, closes the connection idle the longest and waits
-/// (briefly) for its slot; false when every connection is busy with a request, so the new one
-/// is closed instead.
-async fn make_room(slots: &Arc<Slots>, counters: &ListenerCounters) -> bool {
-    if slots.len() < slots.cap {
-        return true;
-    }
-    if !slots.evict_oldest_idle() {
-        return false;
-    }
-    counters.evicted.fetch_add(1, Ordering::Relaxed);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-    loop {
-        let freed = slots.freed.notified();
-        if slots.len() < slots.cap {
-            return true;
+/// Room for a new connection (see [`ConnectionSlots::make_room`]), counting evictions;
+/// false when every connection is busy, so the new one is closed instead.
+async fn make_room(slots: &ConnectionSlots, counters: &ListenerCounters) -> bool {
+    match slots.make_room().await {
+        Room::Free => true,
+        Room::Evicted => {
+            counters.evicted.fetch_add(1, Ordering::Relaxed);
+            true
         }
-        if tokio::time::timeout_at(deadline, freed).await.is_err() {
-            return slots.len() < slots.cap;
-        }
+        Room::Full => false,
+    }
+}
+
+/// Counts a connection in its listener's `connections` gauge while it lives.
+struct OpenConnection {
+    metrics: Arc<AdminMetrics>,
+    transport: Transport,
+}
+
+impl OpenConnection {
+    fn new(metrics: Arc<AdminMetrics>, transport: Transport) -> OpenConnection {
+        metrics
+            .of(transport)
+            .connections
+            .fetch_add(1, Ordering::Relaxed);
+        OpenConnection { metrics, transport }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.metrics
+            .of(self.transport)
+            .connections
+            .fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -442,7 +459,7 @@ async fn serve_connection<IO>(io: IO, transport: Transport, slot: Slot, shared: 
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let kill = slot.kill.clone();
+    let kill = slot.evicted();
     let slot = Arc::new(slot);
     let service = {
         let shared = shared.clone();
@@ -550,6 +567,21 @@ async fn answer(
                 );
             }
         }
+        if open_on_tcp(request.method(), request.uri().path()) {
+            // Health and metrics take no body and need no credentials: whatever body was sent
+            // is never read (hyper closes the connection after the answer instead of
+            // draining it), so no one can make the node buffer or wait for one.
+            let (parts, _unread) = request.into_parts();
+            match shared
+                .router
+                .clone()
+                .oneshot(Request::from_parts(parts, Body::empty()))
+                .await
+            {
+                Ok(response) => break 'answer response,
+                Err(never) => match never {},
+            }
+        }
         let max = shared.settings.max_body;
         let declared = request
             .headers()
@@ -608,135 +640,6 @@ async fn answer(
     response.map(|body| Body::new(Guarded::new(body, busy)))
 }
 
-/// Open connections of one listener, to find the one idle the longest when the cap is hit.
-struct Slots {
-    cap: usize,
-    inner: Mutex<SlotTable>,
-    freed: Notify,
-}
-
-#[derive(Default)]
-struct SlotTable {
-    next: u64,
-    open: HashMap<u64, SlotState>,
-}
-
-struct SlotState {
-    /// Requests being answered on it (0 = idle, evictable).
-    in_flight: u32,
-    /// Since when it is idle (accepted, or its last answer written).
-    idle_since: Instant,
-    kill: CancellationToken,
-}
-
-impl Slots {
-    fn new(cap: usize) -> Slots {
-        Slots {
-            cap,
-            inner: Mutex::new(SlotTable::default()),
-            freed: Notify::new(),
-        }
-    }
-
-    fn table(&self) -> std::sync::MutexGuard<'_, SlotTable> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn len(&self) -> usize {
-        self.table().open.len()
-    }
-
-    fn add(self: &Arc<Self>, metrics: Arc<AdminMetrics>, transport: Transport) -> Slot {
-        let kill = CancellationToken::new();
-        let id = {
-            let mut table = self.table();
-            table.next += 1;
-            let id = table.next;
-            table.open.insert(
-                id,
-                SlotState {
-                    in_flight: 0,
-                    idle_since: Instant::now(),
-                    kill: kill.clone(),
-                },
-            );
-            id
-        };
-        metrics
-            .of(transport)
-            .connections
-            .fetch_add(1, Ordering::Relaxed);
-        Slot {
-            slots: self.clone(),
-            id,
-            kill,
-            metrics,
-            transport,
-        }
-    }
-
-    /// Cancels the idle connection with the oldest `idle_since`; false when none is idle.
-    fn evict_oldest_idle(&self) -> bool {
-        let mut table = self.table();
-        let victim = table
-            .open
-            .iter()
-            .filter(|(_, s)| s.in_flight == 0 && !s.kill.is_cancelled())
-            .min_by_key(|(_, s)| s.idle_since)
-            .map(|(id, _)| *id);
-        match victim.and_then(|id| table.open.get_mut(&id)) {
-            Some(state) => {
-                state.kill.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn set_busy(&self, id: u64, busy: bool) {
-        let mut table = self.table();
-        if let Some(state) = table.open.get_mut(&id) {
-            if busy {
-                state.in_flight += 1;
-            } else {
-                state.in_flight = state.in_flight.saturating_sub(1);
-                if state.in_flight == 0 {
-                    state.idle_since = Instant::now();
-                }
-            }
-        }
-    }
-}
-
-/// One connection's place in its listener's [`Slots`]; freed on drop.
-struct Slot {
-    slots: Arc<Slots>,
-    id: u64,
-    kill: CancellationToken,
-    metrics: Arc<AdminMetrics>,
-    transport: Transport,
-}
-
-impl Slot {
-    /// Marks a request in flight until the guard (carried by the response body) drops.
-    fn busy(self: &Arc<Self>) -> BusyGuard {
-        self.slots.set_busy(self.id, true);
-        let slot = self.clone();
-        BusyGuard::new(move || slot.slots.set_busy(slot.id, false))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.slots.table().open.remove(&self.id);
-        self.metrics
-            .of(self.transport)
-            .connections
-            .fetch_sub(1, Ordering::Relaxed);
-        self.slots.freed.notify_one();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -765,30 +668,5 @@ mod tests {
         assert!(!token_matches(&headers, "secret-token2"));
         headers.insert(header::AUTHORIZATION, "Basic secret-token".parse().unwrap());
         assert!(!token_matches(&headers, "secret-token"));
-    }
-
-    #[test]
-    fn the_oldest_idle_connection_is_evicted_and_busy_ones_never() {
-        let slots = Arc::new(Slots::new(2));
-        let metrics = Arc::new(AdminMetrics::default());
-        let a = Arc::new(slots.add(metrics.clone(), Transport::Tcp));
-        std::thread::sleep(Duration::from_millis(2));
-        let b = Arc::new(slots.add(metrics.clone(), Transport::Tcp));
-        let busy_a = a.busy();
-        assert!(slots.evict_oldest_idle());
-        assert!(b.kill.is_cancelled() && !a.kill.is_cancelled());
-        assert!(!slots.evict_oldest_idle(), "a is busy, b already evicted");
-        drop(busy_a);
-        assert!(slots.evict_oldest_idle());
-        assert!(a.kill.is_cancelled());
-        assert_eq!(
-            metrics
-                .of(Transport::Tcp)
-                .connections
-                .load(Ordering::Relaxed),
-            2
-        );
-        drop(b);
-        assert_eq!(slots.len(), 1);
     }
 }

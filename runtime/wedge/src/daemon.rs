@@ -81,6 +81,10 @@ async fn run_node(
         tracing::warn!("{line}");
     }
 
+    // The data directory holds the database, tokens, sockets and compiled modules: created
+    // 0700, and refused (naming it) when others can write into it.
+    let data_dir = config.data_dir();
+    wedge_core::private_fs::ensure_private_dir(&data_dir).context("wedge.dataDir")?;
     let store = Store::open(
         &db_path,
         StoreOptions {
@@ -188,10 +192,17 @@ async fn run_node(
             .migrate(wedge_dmi::COMPONENT, wedge_dmi::MIGRATIONS)
             .await?;
         let socket = dmi_socket(&modules.device_twin.dmi_sock_path, &config.data_dir());
-        let dmi = Arc::new(wedge_dmi::Dmi::new(
-            store.clone(),
-            wedge_dmi::DmiSettings { socket },
-        ));
+        let mut dmi_settings = wedge_dmi::DmiSettings::new(socket);
+        let devices = &config.wedge.devices;
+        dmi_settings.socket_group = devices.dmi_socket_group;
+        if !devices.dmi_allowed_uids.is_empty() {
+            dmi_settings.access.allowed_uids = Some(devices.dmi_allowed_uids.clone());
+        }
+        dmi_settings.limits.reports = wedge_dmi::Rate {
+            per_second: devices.dmi_reports_per_second.into(),
+            burst: devices.dmi_report_burst,
+        };
+        let dmi = Arc::new(wedge_dmi::Dmi::new(store.clone(), dmi_settings));
         let host = wasm.clone();
         dmi.set_protocol_owner(Arc::new(move |protocol: &str| {
             host.mapper_for_protocol(protocol)
@@ -228,12 +239,15 @@ async fn run_node(
     }
     // Turns true once edged has registered the Node (the tunnel waits for it).
     let mut node_registered = None;
+    // edgeStream's in-process connection to edged's kubelet server.
+    let (kubelet_link, kubelet_listener) = wedge_core::kubelet_link::kubelet_link(64);
     if modules.edged.enable {
         let mut settings = crate::edged_config::edged_settings(&config, &node);
         let ours = &config.wedge.edged;
         settings.static_pod_dir =
             (!ours.static_pod_dir.is_empty()).then(|| ours.static_pod_dir.clone().into());
         settings.wasm_runtime_class = ours.wasm_runtime_class.clone();
+        settings.wasm_pod_module_namespaces = ours.wasm_pod_module_namespaces.clone();
         if !ours.module_cache_dir.is_empty() {
             settings.module_fetch.cache_dir = ours.module_cache_dir.clone().into();
         }
@@ -247,15 +261,19 @@ async fn run_node(
         }
         let edged = Arc::new(
             wedge_edged::Edged::new(settings)
-                .with_wasm(Arc::new(crate::wasm_pods::HostPods::new(wasm.clone()))),
+                .with_wasm(Arc::new(crate::wasm_pods::HostPods::new(wasm.clone())))
+                .with_kubelet_link(kubelet_listener),
         );
         node_registered = edged.node_registered();
         sources.push(edged.clone());
         supervisor.spawn(edged)?;
+    } else {
+        // No kubelet server: the tunnel's requests fail at once, saying so.
+        drop(kubelet_listener);
     }
     // The cloudstream tunnel: kubectl logs/exec/attach and metrics reads, replayed to
-    // edged's kubelet port. It keeps dialling until shutdown; a setting that can never work
-    // stops the start here, naming it.
+    // edged's kubelet server in this process (without edged, answered with why). It keeps
+    // dialling until shutdown; a setting that can never work stops the start here, naming it.
     let stop_stream = tokio_util::sync::CancellationToken::new();
     let mut stream_task = None;
     if modules.edge_stream.enable {
@@ -266,6 +284,7 @@ async fn run_node(
             // edged reports, which is the host's address when nodeIP is unset.
             tunnel.node_ip = wedge_edged::node::host::host_ipv4().and_then(|ip| ip.parse().ok());
         }
+        tunnel.kubelet_link = Some(kubelet_link);
         let mut stream = wedge_edgestream::EdgeStream::new(tunnel).context("modules.edgeStream")?;
         if let Some(registered) = &node_registered {
             stream = stream.after(registered.clone());
@@ -302,6 +321,7 @@ async fn run_node(
         twin: device_twin,
         bus: bus.clone(),
         dmi: dmi_module,
+        store: Some(store.clone()),
     });
     let admin_server = crate::admin_server::serve(
         admin_settings,

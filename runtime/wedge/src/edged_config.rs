@@ -51,18 +51,22 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
             wedge_edged::log_rotation::LogRotationPolicy::default()
         }),
     );
-    if kubelet.read_only_port != 0 {
-        // KubeEdge's `address` is an IP; anything else falls back to loopback, where the
-        // tunnel sends.
+    // The server always runs: edgeStream reaches it in process. `readOnlyPort: 0` only
+    // leaves out its TCP port, as kubelet does.
+    let mut server = wedge_edged::server::ServerSettings::new(
+        node.to_owned(),
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 0),
+    );
+    server.addr = (kubelet.read_only_port != 0).then(|| {
+        // KubeEdge's `address` is an IP; anything else falls back to loopback.
         let ip = kubelet
             .address
             .parse()
             .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
-        settings.server = Some(wedge_edged::server::ServerSettings::new(
-            node.to_owned(),
-            std::net::SocketAddr::new(ip, kubelet.read_only_port),
-        ));
-    }
+        std::net::SocketAddr::new(ip, kubelet.read_only_port)
+    });
+    server.read_only_logs = config.wedge.edged.read_only_port_logs;
+    settings.server = Some(server);
     settings
 }
 

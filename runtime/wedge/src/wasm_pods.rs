@@ -1,6 +1,7 @@
 //! edged's Wasm pods run in the node's Wasm host: [`wedge_edged::wasm_pods::WasmPods`] over
 //! [`wedge_wasm::WasmHost`]. A module file a pod brings is deployed like `wedge module deploy`
-//! (validated, stored, swapped in); a module from the store is only looked up.
+//! (validated, stored, swapped in) under a name of the pod's
+//! ([`wedge_wasm::pod_module_name`]); a module from the store is only looked up.
 
 use std::sync::Arc;
 
@@ -29,8 +30,17 @@ impl WasmPods for HostPods {
                         "module {name:?} is not deployed on this node (wedge module deploy, or wedge.modules.dir)"
                     )),
                 },
-                ModuleSource::File(bytes) => {
-                    let status = self.host.deploy(bytes).await.map_err(|e| e.to_string())?;
+                ModuleSource::File {
+                    bytes,
+                    pod_uid,
+                    container,
+                } => {
+                    let owner = wedge_wasm::PodModule { pod_uid, container };
+                    let status = self
+                        .host
+                        .deploy_for_pod(bytes, &owner)
+                        .await
+                        .map_err(|e| e.to_string())?;
                     crate::heap::release_free_memory();
                     Ok(status.name)
                 }

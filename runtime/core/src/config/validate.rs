@@ -477,8 +477,32 @@ fn wedge(w: &WedgeSettings, v: &mut Checker) {
     for (key, message) in w.broker.violations() {
         v.fail(&key, message);
     }
+    for (key, value) in [
+        (
+            "wedge.devices.dmiReportsPerSecond",
+            w.devices.dmi_reports_per_second,
+        ),
+        ("wedge.devices.dmiReportBurst", w.devices.dmi_report_burst),
+    ] {
+        v.in_range(key, value, 1, 1_000_000, "reports");
+    }
     if w.edged.wasm_runtime_class.is_empty() {
         v.fail("wedge.edged.wasmRuntimeClass", "must not be empty");
+    }
+    for namespace in &w.edged.wasm_pod_module_namespaces {
+        let label = !namespace.is_empty()
+            && namespace.len() <= 63
+            && namespace
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !namespace.starts_with('-')
+            && !namespace.ends_with('-');
+        if !label {
+            v.fail(
+                "wedge.edged.wasmPodModuleNamespaces",
+                format!("{namespace:?} is not a namespace name (a DNS label)"),
+            );
+        }
     }
     v.in_range(
         "wedge.bus.queueCapacity",

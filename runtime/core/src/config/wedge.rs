@@ -133,6 +133,19 @@ pub struct DevicesSettings {
     /// Most devices the node keeps: a membership change or definition that would add more is
     /// refused. 1..=10_000_000.
     pub max_devices: u32,
+    /// Group of the DMI socket (`modules.deviceTwin.dmiSockPath`): `null` (the default) keeps
+    /// it mode 0600, the node's user's only; a gid makes it 0660 in that group, for mappers
+    /// run as another user of the group (their effective gid must be it).
+    pub dmi_socket_group: Option<u32>,
+    /// Users whose mappers may connect to the DMI socket (checked by `SO_PEERCRED`); empty
+    /// (the default): the node's own user and root.
+    pub dmi_allowed_uids: Vec<u32>,
+    /// Reports (ReportDeviceStatus/States) one registered mapper may send per second, past a
+    /// burst of `dmiReportBurst`; more are refused `RESOURCE_EXHAUSTED` and counted.
+    /// 1..=1_000_000.
+    pub dmi_reports_per_second: u32,
+    /// The largest burst of reports one mapper may send. 1..=1_000_000.
+    pub dmi_report_burst: u32,
 }
 
 impl Default for DevicesSettings {
@@ -141,6 +154,10 @@ impl Default for DevicesSettings {
             dir: String::new(),
             max_twins_per_device: 1_000,
             max_devices: 10_000,
+            dmi_socket_group: None,
+            dmi_allowed_uids: Vec::new(),
+            dmi_reports_per_second: 100,
+            dmi_report_burst: 200,
         }
     }
 }
@@ -220,6 +237,16 @@ pub struct EdgedSettings {
     /// A PEM file of CA certificates trusted for those downloads besides the system's roots,
     /// for module servers with a private CA ("" = the system's roots only).
     pub module_ca_file: String,
+    /// Serve `/containerLogs` on the kubelet read-only port (`readOnlyPort`) too. Off by
+    /// default: that port has no credentials, so any local user could read any pod's logs;
+    /// `kubectl logs` reaches edged through the tunnel either way. Exec and attach are never
+    /// served there.
+    pub read_only_port_logs: bool,
+    /// Namespaces whose Wasm pods may bring their own module (`configmap://`, `https://`),
+    /// deployed under a name of the pod's. Every module is a mapper or a twin handler, trusted
+    /// with devices, so by default (none) Wasm pods run only modules the operator deployed
+    /// (`wasm://<module>`).
+    pub wasm_pod_module_namespaces: Vec<String>,
 }
 
 impl Default for EdgedSettings {
@@ -229,6 +256,8 @@ impl Default for EdgedSettings {
             wasm_runtime_class: "wedge-wasm".to_owned(),
             module_cache_dir: String::new(),
             module_ca_file: String::new(),
+            read_only_port_logs: false,
+            wasm_pod_module_namespaces: Vec::new(),
         }
     }
 }

@@ -7,6 +7,7 @@
 mod checkpoint;
 mod error;
 mod migrate;
+mod space;
 mod writer;
 
 pub use error::StoreError;
@@ -49,6 +50,9 @@ impl Default for StoreOptions {
     }
 }
 
+/// How long a failed commit alone keeps the store reported unwritable.
+const COMMIT_FAILURE_REMEMBERED: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Counters of the writer, exported as metrics.
 #[derive(Debug)]
 pub(crate) struct StoreStats {
@@ -56,6 +60,8 @@ pub(crate) struct StoreStats {
     writes: AtomicU64,
     errors: AtomicU64,
     commit_latency: Histogram,
+    /// When and why the last batch failed to commit; cleared by the next one that commits.
+    commit_failure: Mutex<Option<(std::time::Instant, String)>>,
 }
 
 impl StoreStats {
@@ -66,6 +72,14 @@ impl StoreStats {
 
     fn record_error(&self) {
         self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn record_commit(&self, failure: Option<&StoreError>) {
+        *self
+            .commit_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) =
+            failure.map(|e| (std::time::Instant::now(), e.to_string()));
     }
 }
 
@@ -131,6 +145,7 @@ impl Store {
             writes: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             commit_latency: Histogram::latency(),
+            commit_failure: Mutex::new(None),
         });
         let (tx, rx) = mpsc::channel(options.queue_capacity.max(1));
         let writer_stats = stats.clone();
@@ -246,6 +261,40 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write(move |conn| migrate::apply(conn, component, migrations))
             .await
+    }
+
+    /// Why the store cannot take writes now (`/healthz`), or `None`: a commit failed in the
+    /// last 10 s and none has succeeded since, or the file system holding the database has less than [`space::MIN_FREE_BYTES`] left
+    /// (checked now, so a full disk shows before the next write fails on it).
+    pub fn unwritable(&self) -> Option<String> {
+        let failed = self
+            .inner
+            .stats
+            .commit_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        // A failure no later commit cleared counts for a while: with nothing written since,
+        // the free-space check below is what says whether it would work now.
+        if let Some((at, reason)) = failed
+            && at.elapsed() < COMMIT_FAILURE_REMEMBERED
+        {
+            return Some(format!("the last commit failed: {reason}"));
+        }
+        let dir = self
+            .inner
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        match space::free_bytes(dir) {
+            Ok(free) if free < space::MIN_FREE_BYTES => Some(format!(
+                "the file system of {} has {free} bytes free",
+                self.inner.path.display()
+            )),
+            Ok(_) => None,
+            Err(e) => Some(format!("cannot read free space of {}: {e}", dir.display())),
+        }
     }
 
     /// (batches, writes) committed so far; lets tests and benchmarks see group commit at work.

@@ -79,6 +79,7 @@ pub(crate) fn run(
         let outcome = run_batch(&mut conn, &mut batch, &stats);
         stats.commit_latency.observe(started.elapsed());
         stats.record_batch(batch.len());
+        stats.record_commit(outcome.as_ref().err());
         if let Err(e) = &outcome {
             tracing::error!("store batch of {} writes failed: {e}", batch.len());
         }

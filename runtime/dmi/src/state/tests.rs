@@ -42,6 +42,19 @@ fn info() -> pb::MapperInfo {
     }
 }
 
+const RATE: crate::settings::Rate = crate::settings::Rate {
+    per_second: 100.0,
+    burst: 200,
+};
+
+fn owner() -> crate::peer::Peer {
+    crate::peer::Peer {
+        uid: 1000,
+        gid: 1000,
+        pid: Some(1),
+    }
+}
+
 fn desired_of(call: &DeviceCall) -> String {
     let (DeviceCall::Register(d) | DeviceCall::Update(d)) = call else {
         panic!("{call:?}");
@@ -57,9 +70,10 @@ fn desired_of(call: &DeviceCall) -> String {
 #[test]
 fn a_new_device_goes_with_its_model_then_changes_are_updates_and_removal_removes() {
     let mut state = State::default();
-    state
-        .mappers
-        .insert("virtualProtocol".into(), MapperLink::new(info(), 1, false));
+    state.mappers.insert(
+        "virtualProtocol".into(),
+        MapperLink::new(info(), owner(), RATE, 1, false),
+    );
     state.define(definition());
     let step = state.next_step("virtualProtocol", 1).unwrap();
     assert!(matches!(step.model, Some((_, ModelCall::Create(_)))));
@@ -99,9 +113,10 @@ fn a_new_device_goes_with_its_model_then_changes_are_updates_and_removal_removes
 #[test]
 fn after_a_restart_held_devices_are_adopted_and_only_pending_desired_values_are_sent() {
     let mut state = State::default();
-    state
-        .mappers
-        .insert("virtualProtocol".into(), MapperLink::new(info(), 1, true));
+    state.mappers.insert(
+        "virtualProtocol".into(),
+        MapperLink::new(info(), owner(), RATE, 1, true),
+    );
     state.define(definition());
     assert_eq!(
         state.next_step("virtualProtocol", 1),

@@ -74,20 +74,35 @@ impl PodSync {
                 continue;
             }
             outcome.changed = true;
+            let file = |bytes: Vec<u8>| ModuleSource::File {
+                bytes,
+                pod_uid: pod.metadata.uid.clone(),
+                container: spec.name.clone(),
+            };
+            let brings_file = !matches!(ModuleRef::parse(&spec.image), Ok(ModuleRef::Store(_)));
+            let namespace = &pod.metadata.namespace;
+            let allowed = &self.settings().wasm_pod_module_namespaces;
             let source = match ModuleRef::parse(&spec.image) {
+                // Every module is a mapper or a twin handler, both trusted with devices: only
+                // the namespaces the operator named may bring their own.
+                Ok(_) if brings_file && !allowed.iter().any(|n| n == namespace) => Err((
+                    "CreateContainerConfigError",
+                    format!(
+                        "pods of namespace {namespace:?} may run only modules deployed on the \
+                         node (wasm://<module>): bringing one (a mapper or twin handler, trusted \
+                         with devices) needs the namespace in \
+                         wedge.edged.wasmPodModuleNamespaces"
+                    ),
+                )),
                 Ok(ModuleRef::Store(name)) => Ok(ModuleSource::Store(name)),
                 Ok(ModuleRef::ConfigMap { name, key }) => {
                     match objects.get(Kind::ConfigMap, &name).await {
-                        Ok(Some(data)) => data
-                            .get(&key)
-                            .cloned()
-                            .map(ModuleSource::File)
-                            .ok_or_else(|| {
-                                (
-                                    "ErrImagePull",
-                                    format!("configmap {name:?} has no key {key:?}"),
-                                )
-                            }),
+                        Ok(Some(data)) => data.get(&key).cloned().map(file).ok_or_else(|| {
+                            (
+                                "ErrImagePull",
+                                format!("configmap {name:?} has no key {key:?}"),
+                            )
+                        }),
                         Ok(None) => Err(("ErrImagePull", format!("configmap {name:?} not found"))),
                         Err(e) => Err(("ErrImagePull", e)),
                     }
@@ -97,11 +112,11 @@ impl PodSync {
                     .fetcher
                     .fetch(&url, &sha256)
                     .await
-                    .map(ModuleSource::File)
+                    .map(file)
                     .map_err(|e| ("ErrImagePull", e)),
                 Err(e) => Err(("InvalidImageName", e)),
             };
-            let owned = matches!(source, Ok(ModuleSource::File(_)));
+            let owned = matches!(source, Ok(ModuleSource::File { .. }));
             let started = match source {
                 Ok(source) => host
                     .start(source)

@@ -366,3 +366,26 @@ fn a_ca_file_without_certificates_is_an_error() {
     let err = load_ca_file(&dir.path().join("missing.pem")).expect_err("missing");
     assert!(err.contains("cannot read"), "{err}");
 }
+
+#[test]
+fn unused_old_module_files_are_removed_and_pinned_or_fresh_ones_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = |c: char| format!("{}.wasm", c.to_string().repeat(64));
+    let old = std::time::SystemTime::now() - Duration::from_secs(120);
+    for (c, age) in [('a', Some(old)), ('b', Some(old)), ('c', None)] {
+        let file = std::fs::File::create(dir.path().join(name(c))).unwrap();
+        if let Some(t) = age {
+            file.set_modified(t).unwrap();
+        }
+    }
+    std::fs::write(dir.path().join("notes.txt"), b"not a module").unwrap();
+    let in_use = std::collections::HashSet::from(["b".repeat(64)]);
+    assert_eq!(super::remove_unused_files(dir.path(), &in_use), 1);
+    assert!(
+        !dir.path().join(name('a')).exists(),
+        "unused and old: removed"
+    );
+    assert!(dir.path().join(name('b')).exists(), "pinned: kept");
+    assert!(dir.path().join(name('c')).exists(), "just written: kept");
+    assert!(dir.path().join("notes.txt").exists());
+}

@@ -1,6 +1,16 @@
-//! The node's kubelet port: what the apiserver asks a kubelet for `kubectl logs`, `exec`,
-//! `attach` and metrics reads, served where KubeEdge's EdgeStream tunnel replays those
-//! requests (`tailoredKubeletConfig.readOnlyPort` on `address`: `127.0.0.1:10350`).
+//! The node's kubelet server: what the apiserver asks a kubelet for `kubectl logs`, `exec`,
+//! `attach` and metrics reads, served on two doors.
+//!
+//! - **The tunnel door** ([`NodeServer::serve_link`]): edgeStream, in this process, replays
+//!   the cloud's requests over an in-memory connection ([`wedge_core::kubelet_link`]). Only
+//!   the cloud's stream server reaches it, through the node's mTLS tunnel, so every route is
+//!   served there.
+//! - **The read-only port** ([`NodeServer::serve`], `tailoredKubeletConfig.readOnlyPort` on
+//!   `address`: `127.0.0.1:10350`): no credentials, so it serves what a kubelet's read-only
+//!   port serves (`/healthz`, `/stats/summary`, `/metrics/resource`) and `/containerLogs` only
+//!   when [`ServerSettings::read_only_logs`] says so. `exec` and `attach` are refused there
+//!   (`403`): edgecore serves them on this port because its edgeStream dials edged over TCP,
+//!   which lets any local user run commands as root in the node's containers.
 //!
 //! Routes (kubelet's paths and query names):
 //! - `GET /containerLogs/{namespace}/{pod}/{container}`: `follow`, `tailLines`,
@@ -11,9 +21,10 @@
 //!   metrics metrics-server reads ([`crate::stats`]);
 //! - `GET /healthz`.
 //!
-//! Like edgecore's, the port has no authentication: it is meant for loopback, where only the
-//! tunnel reaches it. A non-loopback address is the operator's choice and is warned about at
-//! start, since it lets anyone who reaches it run commands in the node's containers.
+//! The read-only port bounds what anyone can hold: at most
+//! [`ServerSettings::max_connections`] open, and at the cap the connection idle the longest is
+//! closed for the new one ([`wedge_core::conn_slots`]); a request head must arrive within
+//! [`ServerSettings::header_timeout`]. A non-loopback address is warned about at start.
 
 mod docker_exec;
 pub mod exec;
@@ -32,10 +43,12 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use wedge_core::conn_slots::{BusyGuard, ConnectionSlots, Room};
+use wedge_core::kubelet_link::KubeletListener;
 
 use crate::engine::{Engine, ManagedContainer};
 use crate::stats::summary::{PodRef, Summary};
@@ -49,13 +62,22 @@ pub type Body = BoxBody<Bytes, std::io::Error>;
 /// How the node server runs.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
-    /// Where it listens (`address:readOnlyPort`; `127.0.0.1:10350` in KubeEdge).
-    pub addr: SocketAddr,
+    /// Where the read-only port listens (`address:readOnlyPort`; `127.0.0.1:10350` in
+    /// KubeEdge); `None` (`readOnlyPort: 0`): no TCP port, only the tunnel door.
+    pub addr: Option<SocketAddr>,
     /// This node's name: the containers listed are the ones its edged created.
     pub node: String,
-    /// Connections served at once; more wait for one to end (each `logs -f` or `exec`
-    /// holds one for as long as it lasts).
+    /// Connections open at once on the read-only port; at the cap the idlest is closed.
     pub max_connections: usize,
+    /// Connections served at once through the tunnel door; more wait for one to end (each
+    /// `logs -f` or `exec` holds one for as long as it lasts).
+    pub max_tunnel_connections: usize,
+    /// The longest a read-only port connection may take to send a request head (and may sit
+    /// idle between requests).
+    pub header_timeout: Duration,
+    /// Serve `/containerLogs` on the read-only port too (`wedge.edged.readOnlyPortLogs`): off
+    /// by default, since anyone on the node could read any pod's logs there.
+    pub read_only_logs: bool,
     /// How long an exec or attach waits for the client's streams after the upgrade
     /// (kubelet's `streamCreationTimeout`, 4 h by default, is for idle streams; this is only
     /// for setting them up).
@@ -63,12 +85,15 @@ pub struct ServerSettings {
 }
 
 impl ServerSettings {
-    /// KubeEdge's defaults for node `node` on `addr`.
+    /// KubeEdge's defaults for node `node`, the read-only port on `addr`.
     pub fn new(node: impl Into<String>, addr: SocketAddr) -> ServerSettings {
         ServerSettings {
-            addr,
+            addr: Some(addr),
             node: node.into(),
             max_connections: 64,
+            max_tunnel_connections: 256,
+            header_timeout: Duration::from_secs(10),
+            read_only_logs: false,
             stream_setup_timeout: Duration::from_secs(30),
         }
     }
@@ -100,6 +125,21 @@ pub struct ServerStats {
     pub metrics: AtomicU64,
     /// Requests answered with an error status.
     pub errors: AtomicU64,
+    /// Read-only port requests refused because the route is served only through the tunnel.
+    pub refused_read_only: AtomicU64,
+    /// Read-only port connections closed to make room for a new one.
+    pub evicted: AtomicU64,
+    /// Read-only port connections refused because every open one was busy.
+    pub full: AtomicU64,
+}
+
+/// Which door a request came in by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Door {
+    /// edgeStream's in-process connection: the cloud, through the node's tunnel.
+    Tunnel,
+    /// The TCP read-only port: anyone on the node.
+    ReadOnly,
 }
 
 /// The node server: see the module docs.
@@ -137,33 +177,30 @@ impl NodeServer {
         self.stats.clone()
     }
 
-    /// Binds the server's address.
-    pub async fn bind(&self) -> Result<TcpListener, ServerError> {
-        let addr = self.settings.addr;
+    /// Binds the read-only port, when there is one.
+    pub async fn bind(&self) -> Result<Option<TcpListener>, ServerError> {
+        let Some(addr) = self.settings.addr else {
+            return Ok(None);
+        };
         if !addr.ip().is_loopback() {
             tracing::warn!(
                 %addr,
-                "the node's kubelet port is not on loopback: it has no authentication, so \
-                 anyone reaching it can read logs and run commands in the node's containers"
+                "the node's kubelet read-only port is not on loopback: anyone reaching it can \
+                 read the node's pod figures{}",
+                if self.settings.read_only_logs { " and logs" } else { "" }
             );
         }
         TcpListener::bind(addr)
             .await
+            .map(Some)
             .map_err(|source| ServerError::Bind { addr, source })
     }
 
-    /// Serves connections from `listener` until `shutdown`; open streams end with it.
+    /// Serves the read-only port's connections from `listener` until `shutdown`.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: CancellationToken) {
-        let slots = Arc::new(Semaphore::new(self.settings.max_connections.max(1)));
-        tracing::info!(addr = ?listener.local_addr().ok(), "node kubelet port serving");
+        let slots = ConnectionSlots::new(self.settings.max_connections);
+        tracing::info!(addr = ?listener.local_addr().ok(), "node kubelet read-only port serving");
         loop {
-            let permit = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                permit = slots.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => return,
-                },
-            };
             let (stream, peer) = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 accepted = listener.accept() => match accepted {
@@ -176,6 +213,75 @@ impl NodeServer {
                     }
                 },
             };
+            match slots.make_room().await {
+                Room::Free => {}
+                Room::Evicted => {
+                    self.stats.evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                Room::Full => {
+                    self.stats.full.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%peer, "node kubelet port: every connection busy; closed");
+                    continue;
+                }
+            }
+            let slot = Arc::new(slots.add());
+            let server = self.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                let evicted = slot.evicted();
+                let service = {
+                    let server = server.clone();
+                    let shutdown = shutdown.clone();
+                    hyper::service::service_fn(move |req| {
+                        let server = server.clone();
+                        let shutdown = shutdown.clone();
+                        let busy = slot.busy();
+                        async move {
+                            let answer = server.route(req, Door::ReadOnly, shutdown).await;
+                            Ok::<_, Infallible>(answer.map(|body| guarded(body, busy)))
+                        }
+                    })
+                };
+                let mut builder = hyper::server::conn::http1::Builder::new();
+                builder
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(server.settings.header_timeout);
+                let conn = builder.serve_connection(TokioIo::new(stream), service);
+                tokio::select! {
+                    served = conn => if let Err(e) = served {
+                        tracing::debug!(%peer, "node kubelet port connection ended: {e}");
+                    },
+                    // Closed for a newer connection, or the node stops.
+                    _ = evicted.cancelled() => {}
+                    _ = shutdown.cancelled() => {}
+                }
+            });
+        }
+    }
+
+    /// Serves edgeStream's in-process connections from `listener` until `shutdown`; open
+    /// streams end with it.
+    pub async fn serve_link(
+        self: Arc<Self>,
+        listener: KubeletListener,
+        shutdown: CancellationToken,
+    ) {
+        let slots = Arc::new(Semaphore::new(self.settings.max_tunnel_connections.max(1)));
+        loop {
+            let permit = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                permit = slots.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                },
+            };
+            let stream = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                accepted = listener.accept() => match accepted {
+                    Some(stream) => stream,
+                    None => return,
+                },
+            };
             let server = self.clone();
             let shutdown = shutdown.clone();
             tokio::spawn(async move {
@@ -183,22 +289,42 @@ impl NodeServer {
                 let service = hyper::service::service_fn(move |req| {
                     let server = server.clone();
                     let shutdown = shutdown.clone();
-                    async move { Ok::<_, Infallible>(server.route(req, shutdown).await) }
+                    async move { Ok::<_, Infallible>(server.route(req, Door::Tunnel, shutdown).await) }
                 });
                 let conn = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades();
                 if let Err(e) = conn.await {
-                    tracing::debug!(%peer, "node kubelet port connection ended: {e}");
+                    tracing::debug!("node kubelet tunnel connection ended: {e}");
                 }
             });
         }
     }
 
-    async fn route(&self, req: Request<Incoming>, shutdown: CancellationToken) -> Response<Body> {
+    async fn route(
+        &self,
+        req: Request<Incoming>,
+        door: Door,
+        shutdown: CancellationToken,
+    ) -> Response<Body> {
         let path = req.uri().path().to_owned();
         let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
         let method = req.method().clone();
+        let tunnel_only = match segments.first() {
+            Some(&"exec" | &"attach") => true,
+            Some(&"containerLogs") => !self.settings.read_only_logs,
+            _ => false,
+        };
+        if door == Door::ReadOnly && tunnel_only {
+            self.stats.refused_read_only.fetch_add(1, Ordering::Relaxed);
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            return text(
+                StatusCode::FORBIDDEN,
+                "this route is served only through the node's tunnel (kubectl logs/exec via \
+                 CloudCore), not on the read-only port; logs can be opened here with \
+                 wedge.edged.readOnlyPortLogs",
+            );
+        }
         let answer = match (method, segments.as_slice()) {
             (Method::GET, ["healthz"]) => text(StatusCode::OK, "ok"),
             (Method::GET, ["containerLogs", ns, pod, container]) => {
@@ -354,6 +480,16 @@ impl Refused {
     pub(crate) fn answer(self) -> Response<Body> {
         text(self.0, &self.1)
     }
+}
+
+/// `body`, keeping the connection marked busy until hyper has written (or dropped) it: the
+/// closure owns the guard, so it goes with the body.
+fn guarded(body: Body, busy: BusyGuard) -> Body {
+    body.map_frame(move |frame| {
+        let _held = &busy;
+        frame
+    })
+    .boxed()
 }
 
 /// A whole body.

@@ -498,3 +498,56 @@ async fn a_burst_of_desired_values_ends_at_the_latest_without_a_queue() {
         "{writes} calls for 10,000 values: not coalesced"
     );
 }
+
+/// A pod's module is deployed under the pod's own name: it never replaces the operator's
+/// module of the same manifest name, and its mapper cannot take a protocol another drives.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_module_never_replaces_or_shadows_the_operators() {
+    let node = node().await;
+    node.host.deploy(module_bytes("threshold")).await.unwrap();
+    let operators = node.host.get("threshold").unwrap().status().sha256;
+    let pod = wedge_wasm::PodModule {
+        pod_uid: "0f3c9a".into(),
+        container: "limit".into(),
+    };
+    let status = node
+        .host
+        .deploy_for_pod(module_bytes("threshold"), &pod)
+        .await
+        .unwrap();
+    assert_eq!(status.name, "threshold.limit.0f3c9a");
+    assert!(wedge_wasm::is_pod_module(&status.name));
+    let names: Vec<String> = node.host.list().into_iter().map(|m| m.name).collect();
+    assert_eq!(names, ["threshold", "threshold.limit.0f3c9a"]);
+    assert_eq!(
+        node.host.get("threshold").unwrap().status().sha256,
+        operators
+    );
+
+    // The operator's mapper drives its protocol; a pod's mapper for it is refused.
+    node.host
+        .deploy(module_bytes("virtual-thermometer"))
+        .await
+        .unwrap();
+    let err = node
+        .host
+        .deploy_for_pod(
+            module_bytes("virtual-thermometer"),
+            &wedge_wasm::PodModule {
+                pod_uid: "77aa".into(),
+                container: "thermo".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("already driven by module \"virtual-thermometer\""),
+        "{err}"
+    );
+    assert!(node.host.get("virtual-thermometer.thermo.77aa").is_none());
+
+    // Removing the pod's module leaves the operator's.
+    node.host.remove("threshold.limit.0f3c9a").await.unwrap();
+    assert!(node.host.get("threshold").is_some());
+}

@@ -78,7 +78,9 @@ impl Node {
              \x20 store:\n\
              \x20   synchronous: {synchronous}\n\
              \x20 devices:\n\
-             \x20   dir: {devices}\n",
+             \x20   dir: {devices}\n\
+             \x20   dmiReportsPerSecond: 1000000\n\
+             \x20   dmiReportBurst: 1000000\n",
             dmi = yaml_path(&dmi_socket)?,
             devices = yaml_path(&devices)?,
         );
