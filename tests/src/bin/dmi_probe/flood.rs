@@ -125,10 +125,10 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The node's RSS as text (`-` without `--pid`).
+/// The node's RSS as text.
 fn rss(pid: Option<u32>) -> String {
     match pid {
-        None => "-".to_owned(),
+        None => "n/a (no --pid)".to_owned(),
         Some(pid) => rss_kib(pid).map_or_else(
             || format!("? (cannot read /proc/{pid}/status)"),
             |k| format!("{:.1} MiB", k as f64 / 1024.0),
