@@ -56,17 +56,21 @@ fn euid() -> u32 {
 /// symlink, owned by this user or root, not writable by group or others.
 pub fn ensure_private_dir(dir: &Path) -> Result<(), PrivateFsError> {
     match std::fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(io("cannot create", dir))?;
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_dirs_private(dir)?,
         Err(e) => return Err(io("cannot inspect", dir)(e)),
         Ok(_) => {}
     }
     check_private_dir(dir)
+}
+
+/// Creates the missing directories of `dir` `0700`, whatever the umask; existing ones are
+/// left as they are (for paths the operator chose outside the node's own directories).
+pub fn create_dirs_private(dir: &Path) -> Result<(), PrivateFsError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io("cannot create", dir))
 }
 
 /// Checks that `dir` is a directory only this user (or root) can write into.

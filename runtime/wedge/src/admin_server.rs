@@ -264,8 +264,7 @@ fn bind_unix(path: &Path) -> Result<UnixListener> {
         );
     }
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("{key}: cannot create {}", parent.display()))?;
+        wedge_core::private_fs::create_dirs_private(parent).with_context(|| key.to_owned())?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {

@@ -46,8 +46,7 @@ fn create(path: &Path) -> Result<String> {
     let key = "wedge.admin.tokenFile";
     let token = random_token().context("cannot read random bytes for the admin token")?;
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("{key}: cannot create {}", parent.display()))?;
+        wedge_core::private_fs::create_dirs_private(parent).with_context(|| key.to_owned())?;
     }
     let mut file = std::fs::OpenOptions::new()
         .write(true)

@@ -73,6 +73,10 @@ async fn run_node(
     // Watched before anything slow starts: SIGHUP's default action would kill the process.
     let mut signals = Signals::new()?;
     let node = config.node_name()?;
+    // The data directory holds the database, tokens, sockets and compiled modules: created
+    // 0700 before anything is written there, and refused (naming it) when others can write
+    // into it.
+    wedge_core::private_fs::ensure_private_dir(&config.data_dir()).context("wedge.dataDir")?;
     let admin_settings = admin_server_settings(&config)?;
     let db_path = config.database_path();
     tracing::info!(node = %node, database = %db_path.display(), "starting wedge {}", env!("CARGO_PKG_VERSION"));
@@ -81,10 +85,6 @@ async fn run_node(
         tracing::warn!("{line}");
     }
 
-    // The data directory holds the database, tokens, sockets and compiled modules: created
-    // 0700, and refused (naming it) when others can write into it.
-    let data_dir = config.data_dir();
-    wedge_core::private_fs::ensure_private_dir(&data_dir).context("wedge.dataDir")?;
     let store = Store::open(
         &db_path,
         StoreOptions {

@@ -34,7 +34,7 @@ impl Precompiler {
     }
 
     fn run_blocking(&self, bytes: &[u8]) -> Result<()> {
-        std::fs::create_dir_all(&self.cache_dir)?;
+        wedge_core::private_fs::ensure_private_dir(&self.cache_dir)?;
         let file = tempfile::Builder::new()
             .prefix("incoming-")
             .suffix(".wasm")

