@@ -139,6 +139,33 @@ fn a_corrupt_database_stops_start_up_with_a_clear_error() {
     );
 }
 
+/// A data directory other users can write into (where they could plant links the node would
+/// write through) stops the start, naming it, before anything is written there.
+#[test]
+fn a_data_directory_others_can_write_is_refused_naming_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let shared = root.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let log = start_fails(&[
+        "run",
+        "--data-dir",
+        shared.to_str().unwrap(),
+        "--admin-addr",
+        &addr,
+    ]);
+    assert!(log.contains("wedge.dataDir"), "{log}");
+    assert!(log.contains(shared.to_str().unwrap()), "{log}");
+    assert!(log.contains("0777"), "{log}");
+    assert_eq!(
+        std::fs::read_dir(&shared).unwrap().count(),
+        0,
+        "nothing was written there"
+    );
+}
+
 #[test]
 fn an_unusable_admin_address_or_config_is_a_clear_error() {
     let data = tempfile::tempdir().unwrap();
