@@ -8,6 +8,7 @@
 
 pub mod cloud_node;
 pub mod cloudhub;
+pub mod dmi_client;
 pub mod dmi_mapper;
 pub mod guests;
 pub mod hostile;

@@ -99,63 +99,25 @@ const EVIL_VALUE: &str = "666";
 const OVERSIZED: usize = 8 << 20;
 
 /// A `ReportDeviceStatus` setting `property` of `namespace/name` to `value`, as
-/// mapper-framework sends it.
+/// mapper-framework sends it (with `observedDesired`, which edgecore v1.23.1 dereferences
+/// unchecked: see row 9).
 fn report(
     namespace: &str,
     name: &str,
     property: &str,
     value: String,
 ) -> pb::ReportDeviceStatusRequest {
-    let mut request = bare_report(namespace, name, property, value);
-    // mapper-framework always sends the desired value it holds; edgecore v1.23.1 dereferences
-    // it unchecked (see row 9).
-    if let Some(twin) = request
-        .reported_device
-        .as_mut()
-        .and_then(|d| d.twins.first_mut())
-    {
-        twin.observed_desired = Some(pb::TwinProperty {
-            value: String::new(),
-            metadata: twin
-                .reported
-                .as_ref()
-                .map(|r| r.metadata.clone())
-                .unwrap_or_default(),
-        });
-    }
-    request
+    wedge_tests::dmi_client::report(namespace, name, property, value, true)
 }
 
-/// A report without `observedDesired`, which a client may send.
+/// A report without `observedDesired`, which any client may send.
 fn bare_report(
     namespace: &str,
     name: &str,
     property: &str,
     value: String,
 ) -> pb::ReportDeviceStatusRequest {
-    pb::ReportDeviceStatusRequest {
-        device_name: name.to_owned(),
-        device_namespace: namespace.to_owned(),
-        reported_device: Some(pb::DeviceStatus {
-            twins: vec![pb::Twin {
-                property_name: property.to_owned(),
-                observed_desired: None,
-                reported: Some(pb::TwinProperty {
-                    value,
-                    metadata: [
-                        ("type".to_owned(), "int".to_owned()),
-                        (
-                            "timestamp".to_owned(),
-                            wedge_core::time::now_ms().to_string(),
-                        ),
-                    ]
-                    .into(),
-                }),
-            }],
-            report_to_cloud: true,
-            report_cycle: 0,
-        }),
-    }
+    wedge_tests::dmi_client::report(namespace, name, property, value, false)
 }
 
 /// The probe's run: arguments and the device split in two.

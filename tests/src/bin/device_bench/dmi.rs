@@ -4,38 +4,19 @@
 //! makes to it.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use hyper_util::rt::TokioIo;
 use tokio::sync::{mpsc, oneshot};
-use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 use wedge_dmi::pb;
-use wedge_dmi::pb::device_manager_service_client::DeviceManagerServiceClient;
 use wedge_dmi::pb::device_mapper_service_server::{DeviceMapperService, DeviceMapperServiceServer};
 
-/// The client of the node's DMI service.
-pub type NodeClient = DeviceManagerServiceClient<Channel>;
+pub use wedge_tests::dmi_client::NodeClient;
 
 /// One HTTP/2 connection to the node's DMI socket (each call of a clone multiplexes on it).
 pub async fn connect(socket: &Path) -> Result<NodeClient> {
-    let socket = socket.to_owned();
-    let shown = socket.display().to_string();
-    // The URI is required by the API and unused: the connector dials the socket.
-    let channel = Endpoint::from_static("http://dmi.node")
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(30))
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(&socket).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        }))
-        .await
-        .with_context(|| format!("cannot connect to the node's DMI socket {shown}"))?;
-    Ok(DeviceManagerServiceClient::new(channel))
+    wedge_tests::dmi_client::connect(socket, None).await
 }
 
 /// An `UpdateDevice` (or `RegisterDevice`) the node made, as the mapper saw it.
@@ -215,37 +196,13 @@ impl MapperServer {
     }
 }
 
-/// A `ReportDeviceStatus` of one twin, as mapper-framework sends it (one property per call).
+/// A `ReportDeviceStatus` setting `property` of `namespace/name` to `value`, as
+/// mapper-framework sends it (with the desired value it holds).
 pub fn report(
     namespace: &str,
     name: &str,
     property: &str,
     value: String,
 ) -> pb::ReportDeviceStatusRequest {
-    pb::ReportDeviceStatusRequest {
-        device_name: name.to_owned(),
-        device_namespace: namespace.to_owned(),
-        reported_device: Some(pb::DeviceStatus {
-            twins: vec![pb::Twin {
-                property_name: property.to_owned(),
-                observed_desired: Some(pb::TwinProperty {
-                    value: String::new(),
-                    metadata: [("type".to_owned(), "int".to_owned())].into(),
-                }),
-                reported: Some(pb::TwinProperty {
-                    value,
-                    metadata: [
-                        ("type".to_owned(), "int".to_owned()),
-                        (
-                            "timestamp".to_owned(),
-                            wedge_core::time::now_ms().to_string(),
-                        ),
-                    ]
-                    .into(),
-                }),
-            }],
-            report_to_cloud: true,
-            report_cycle: 0,
-        }),
-    }
+    wedge_tests::dmi_client::report(namespace, name, property, value, true)
 }

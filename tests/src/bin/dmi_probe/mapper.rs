@@ -5,43 +5,21 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
-use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 use wedge_dmi::pb;
-use wedge_dmi::pb::device_manager_service_client::DeviceManagerServiceClient;
 use wedge_dmi::pb::device_mapper_service_server::{DeviceMapperService, DeviceMapperServiceServer};
 
-/// The client of the node's DMI service.
-pub type NodeClient = DeviceManagerServiceClient<Channel>;
+pub use wedge_tests::dmi_client::NodeClient;
 
 /// Largest message the probe sends or accepts (the oversized report is 8 MiB).
 const MAX_MESSAGE: usize = 64 << 20;
 
 /// One HTTP/2 connection to the node's DMI socket (clones multiplex on it).
 pub async fn connect(socket: &Path) -> Result<NodeClient> {
-    let socket = socket.to_owned();
-    let shown = socket.display().to_string();
-    // The URI is required by the API and unused: the connector dials the socket.
-    let channel = Endpoint::from_static("http://dmi.node")
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(30))
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(&socket).await?;
-                Ok::<_, std::io::Error>(TokioIo::new(stream))
-            }
-        }))
-        .await
-        .with_context(|| format!("cannot connect to {shown}"))?;
-    Ok(DeviceManagerServiceClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE)
-        .max_encoding_message_size(MAX_MESSAGE))
+    wedge_tests::dmi_client::connect(socket, Some(MAX_MESSAGE)).await
 }
 
 /// A gRPC status as one line: code and message (cut to 200 characters).
