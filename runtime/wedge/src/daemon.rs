@@ -198,6 +198,8 @@ async fn run_node(
         if !devices.dmi_allowed_uids.is_empty() {
             dmi_settings.access.allowed_uids = Some(devices.dmi_allowed_uids.clone());
         }
+        dmi_settings.access.reports_from_registering_process =
+            devices.dmi_reports_from_registering_process;
         dmi_settings.limits.reports = wedge_dmi::Rate {
             per_second: devices.dmi_reports_per_second.into(),
             burst: devices.dmi_report_burst,

@@ -146,6 +146,10 @@ pub struct DevicesSettings {
     pub dmi_reports_per_second: u32,
     /// The largest burst of reports one mapper may send. 1..=1_000_000.
     pub dmi_report_burst: u32,
+    /// A device's DMI reports count only from the *process* that registered its protocol's
+    /// mapper (true, the default, as mapper-framework mappers do both from one process);
+    /// false: from any process of that user, for a mapper reporting from helper processes.
+    pub dmi_reports_from_registering_process: bool,
 }
 
 impl Default for DevicesSettings {
@@ -158,6 +162,7 @@ impl Default for DevicesSettings {
             dmi_allowed_uids: Vec::new(),
             dmi_reports_per_second: 100,
             dmi_report_burst: 200,
+            dmi_reports_from_registering_process: true,
         }
     }
 }
