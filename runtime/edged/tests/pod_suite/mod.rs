@@ -620,7 +620,7 @@ async fn a_chatty_containers_log_is_rotated_on_cri_and_left_to_docker() {
     let port = kubelet_port();
     let mut node = Node::start_with(&[], None, |s| {
         s.log_rotation = Some(policy);
-        s.server = Some(ServerSettings::new(s.node_name.clone(), port));
+        s.server = Some(logs_on_the_port(s.node_name.clone(), port));
     })
     .await;
     node.send("insert", &chatty).await;
@@ -691,6 +691,14 @@ async fn a_chatty_containers_log_is_rotated_on_cri_and_left_to_docker() {
     remove_all(&name).await;
 }
 
+/// The node's kubelet server with its read-only port on `port`, serving `/containerLogs`
+/// there too (`wedge.edged.readOnlyPortLogs`), which these tests read logs from.
+fn logs_on_the_port(node: String, port: std::net::SocketAddr) -> ServerSettings {
+    let mut settings = ServerSettings::new(node, port);
+    settings.read_only_logs = true;
+    settings
+}
+
 /// A loopback address for a node's kubelet port.
 fn kubelet_port() -> std::net::SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -733,7 +741,7 @@ async fn seccomp_default_decides_for_containers_that_name_no_profile() {
         let port = kubelet_port();
         let mut node = Node::start_with(&[], None, |s| {
             s.seccomp_default = runtime_default;
-            s.server = Some(ServerSettings::new(s.node_name.clone(), port));
+            s.server = Some(logs_on_the_port(s.node_name.clone(), port));
         })
         .await;
         node.send("insert", &p).await;
