@@ -47,7 +47,8 @@ fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Private
     move |source| PrivateFsError::Io { what, path, source }
 }
 
-fn euid() -> u32 {
+/// This process's effective user id (0: root).
+pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
@@ -75,7 +76,7 @@ pub fn create_dirs_private(dir: &Path) -> Result<(), PrivateFsError> {
 
 /// Checks that `dir` is a directory only this user (or root) can write into.
 pub fn check_private_dir(dir: &Path) -> Result<(), PrivateFsError> {
-    let uid = euid();
+    let uid = effective_uid();
     let unsafe_dir = |why: String| PrivateFsError::Unsafe {
         path: dir.to_owned(),
         why,

@@ -348,7 +348,7 @@ async fn accept_loop(listener: Listener, shared: Arc<Shared>) {
     let slots = ConnectionSlots::new(shared.settings.max_connections);
     let mut backoff = EXHAUSTED_BACKOFF.0;
     let mut last_warning: Option<Instant> = None;
-    let uid = effective_uid();
+    let uid = wedge_core::private_fs::effective_uid();
     loop {
         let accepted = tokio::select! {
             _ = shared.stop.cancelled() => break,
@@ -408,12 +408,6 @@ async fn accept_loop(listener: Listener, shared: Arc<Shared>) {
             }
         });
     }
-}
-
-/// This process's effective user id (0: root).
-pub(crate) fn effective_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
 }
 
 /// Room for a new connection (see [`ConnectionSlots::make_room`]), counting evictions;

@@ -70,7 +70,7 @@ pub fn join(args: JoinArgs) -> Result<()> {
     if !systemd::running() {
         // The package's service user gets the files all the same, so the unit's command can
         // be run by hand as that user (or the unit used once systemd runs).
-        let root = crate::admin_server::effective_uid() == 0;
+        let root = wedge_core::private_fs::effective_uid() == 0;
         if systemd::service_user_exists() && root {
             for step in systemd::hand_over(&options.layout)? {
                 println!("{step}");

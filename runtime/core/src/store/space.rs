@@ -19,8 +19,7 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     if unsafe { libc::statvfs(path.as_ptr(), &mut vfs) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = crate::private_fs::effective_uid() == 0;
     let blocks = if root { vfs.f_bfree } else { vfs.f_bavail };
     #[allow(clippy::unnecessary_cast)] // the field types differ between targets
     Ok((blocks as u64).saturating_mul(vfs.f_frsize as u64))

@@ -79,21 +79,24 @@ impl PodSync {
                 pod_uid: pod.metadata.uid.clone(),
                 container: spec.name.clone(),
             };
-            let brings_file = !matches!(ModuleRef::parse(&spec.image), Ok(ModuleRef::Store(_)));
             let namespace = &pod.metadata.namespace;
             let allowed = &self.settings().wasm_pod_module_namespaces;
             let source = match ModuleRef::parse(&spec.image) {
                 // Every module is a mapper or a twin handler, both trusted with devices: only
                 // the namespaces the operator named may bring their own.
-                Ok(_) if brings_file && !allowed.iter().any(|n| n == namespace) => Err((
-                    "CreateContainerConfigError",
-                    format!(
-                        "pods of namespace {namespace:?} may run only modules deployed on the \
+                Ok(ModuleRef::ConfigMap { .. } | ModuleRef::Https { .. })
+                    if !allowed.iter().any(|n| n == namespace) =>
+                {
+                    Err((
+                        "CreateContainerConfigError",
+                        format!(
+                            "pods of namespace {namespace:?} may run only modules deployed on the \
                          node (wasm://<module>): bringing one (a mapper or twin handler, trusted \
                          with devices) needs the namespace in \
                          wedge.edged.wasmPodModuleNamespaces"
-                    ),
-                )),
+                        ),
+                    ))
+                }
                 Ok(ModuleRef::Store(name)) => Ok(ModuleSource::Store(name)),
                 Ok(ModuleRef::ConfigMap { name, key }) => {
                     match objects.get(Kind::ConfigMap, &name).await {
