@@ -299,6 +299,30 @@ impl ImageRecords {
         }
     }
 
+    /// Images that may be removed at `now`, in kubelet's order: not used by any container,
+    /// not pinned, old enough; least recently used first (never used before any use), then
+    /// first detected, then oldest build, then id so that the order is total.
+    pub fn eligible(
+        &self,
+        policy: &ImageGcPolicy,
+        in_use: &HashSet<String>,
+        now: Instant,
+    ) -> Vec<(&String, u64)> {
+        let pinned: HashSet<String> = policy.pinned.iter().map(|p| familiar(p)).collect();
+        let mut candidates: Vec<(&String, &ImageRecord)> = self
+            .records
+            .iter()
+            .filter(|(id, r)| {
+                !in_use.contains(id.as_str())
+                    && !r.tags.iter().any(|t| pinned.contains(&familiar(t)))
+                    && r.last_used.is_none_or(|used| used < now)
+                    && now.saturating_duration_since(r.first_detected) >= policy.min_age
+            })
+            .collect();
+        candidates.sort_by_key(|(id, r)| (r.last_used, r.first_detected, r.created, *id));
+        candidates.into_iter().map(|(id, r)| (id, r.size)).collect()
+    }
+
     /// Forgets a removed image.
     pub fn forget(&mut self, id: &str) {
         self.records.remove(id);
@@ -325,26 +349,13 @@ impl ImageRecords {
             u128::from(usage.capacity) * u128::from(100 - policy.low_threshold.min(100)) / 100;
         let available = u128::from(usage.available.min(usage.capacity));
         plan.to_free = u64::try_from(keep_free.saturating_sub(available)).unwrap_or(u64::MAX);
-        let pinned: HashSet<String> = policy.pinned.iter().map(|p| familiar(p)).collect();
-        let mut candidates: Vec<(&String, &ImageRecord)> = self
-            .records
-            .iter()
-            .filter(|(id, r)| {
-                !in_use.contains(id.as_str())
-                    && !r.tags.iter().any(|t| pinned.contains(&familiar(t)))
-                    && r.last_used.is_none_or(|used| used < now)
-                    && now.saturating_duration_since(r.first_detected) >= policy.min_age
-            })
-            .collect();
-        // Least recently used first (never used before any use), then first detected, then
-        // oldest build, then id so that the order is total.
-        candidates.sort_by_key(|(id, r)| (r.last_used, r.first_detected, r.created, *id));
-        for (id, record) in candidates {
+        let candidates = self.eligible(policy, in_use, now);
+        for (id, size) in candidates {
             if plan.freed >= plan.to_free {
                 break;
             }
             plan.remove.push(id.clone());
-            plan.freed = plan.freed.saturating_add(record.size);
+            plan.freed = plan.freed.saturating_add(size);
         }
         Some(plan)
     }

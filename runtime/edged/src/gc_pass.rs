@@ -85,6 +85,36 @@ impl ImageGc {
         }
     }
 
+    /// Removes every image no container uses that is old enough and not pinned, whatever the
+    /// disk usage: the eviction manager's reclaim of the disk before it evicts a pod. Returns
+    /// the bytes of the images removed.
+    pub async fn collect_unused(&mut self, engine: &Engine, now: Instant) -> Result<u64, GcError> {
+        let images = engine.list_images().await?;
+        let in_use = engine.images_in_use().await?;
+        self.records.observe(&images, &in_use, now);
+        let eligible: Vec<(String, u64)> = self
+            .records
+            .eligible(&self.policy, &in_use, now)
+            .into_iter()
+            .map(|(id, size)| (id.clone(), size))
+            .collect();
+        let mut freed = 0u64;
+        for (id, size) in eligible {
+            let Some(image) = images.iter().find(|i| i.id == id) else {
+                continue;
+            };
+            match engine.remove_image(image).await {
+                Ok(()) => {
+                    tracing::info!(image = %id, tags = ?image.tags, size, "unused image removed to relieve disk pressure");
+                    self.records.forget(&id);
+                    freed = freed.saturating_add(size);
+                }
+                Err(e) => tracing::warn!(image = %id, "unused image not removed: {e}"),
+            }
+        }
+        Ok(freed)
+    }
+
     /// One pass at `now` (the records' clock: ages and last uses are measured in it).
     pub async fn collect(
         &mut self,
@@ -155,6 +185,10 @@ pub(crate) async fn containers(
     }
 }
 
+/// A request of the eviction manager: remove every unused image now, and answer with the
+/// bytes freed.
+pub(crate) type ReclaimImages = tokio::sync::oneshot::Sender<u64>;
+
 /// Image GC on the module's timer.
 pub(crate) struct ImageGcTimer {
     interval: Interval,
@@ -164,15 +198,38 @@ pub(crate) struct ImageGcTimer {
 impl ImageGcTimer {
     /// Runs a pass on every tick until `stop`: in a task of its own, so a slow runtime holds
     /// up image GC, never edged's loop.
-    pub(crate) async fn run(mut self, engine: Engine, stop: tokio_util::sync::CancellationToken) {
+    /// Between ticks it answers the eviction manager's requests (`reclaims`), so that the
+    /// records of both are one.
+    pub(crate) async fn run(
+        mut self,
+        engine: Engine,
+        mut reclaims: tokio::sync::mpsc::Receiver<ReclaimImages>,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
         loop {
+            let reclaim = tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.interval.tick() => None,
+                Some(answer) = reclaims.recv() => Some(answer),
+            };
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = self.interval.tick() => {}
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = self.collect_logged(&engine) => {}
+                _ = async {
+                    match reclaim {
+                        None => self.collect_logged(&engine).await,
+                        Some(answer) => {
+                            let freed = self
+                                .gc
+                                .collect_unused(&engine, Instant::now())
+                                .await
+                                .unwrap_or_else(|e| {
+                                    tracing::warn!("{e}");
+                                    0
+                                });
+                            let _ = answer.send(freed);
+                        }
+                    }
+                } => {}
             }
         }
     }

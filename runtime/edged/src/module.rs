@@ -85,11 +85,11 @@ pub struct EdgedSettings {
     pub query_timeout: Duration,
     /// Pod events: whether they reach the cloud (`reportEvent`) and how fast.
     pub events: crate::events::EventSettings,
-    /// Hard eviction thresholds (`evictionHard`): `nodefs.available` evicts pods
-    /// ([`crate::eviction`]); every signal's pressure refuses new pods at admission.
-    pub eviction_thresholds: crate::node::pressure::Thresholds,
-    /// How often the node's signals are read for eviction and admission (10 s, kubelet's
-    /// eviction monitoring period).
+    /// Kubelet's eviction policy (`evictionHard`, `evictionSoft`, ...): the pressure
+    /// conditions, admission under them, and which pods are evicted ([`crate::eviction`]).
+    pub eviction: wedge_core::config::eviction::EvictionPolicy,
+    /// How often the node's signals are read for eviction, admission and the node's
+    /// conditions (10 s, kubelet's eviction monitoring period).
     pub eviction_interval: Duration,
     /// Deadline of the relist's container listing (kubelet's `runtimeRequestTimeout`, 2 min):
     /// a listing that takes longer counts as the runtime being down.
@@ -152,7 +152,7 @@ impl EdgedSettings {
             query_timeout: Duration::from_secs(60),
             runtime_request_timeout: Duration::from_secs(120),
             events: crate::events::EventSettings::default(),
-            eviction_thresholds: crate::node::pressure::Thresholds::default(),
+            eviction: wedge_core::config::eviction::EvictionPolicy::default(),
             eviction_interval: Duration::from_secs(10),
             object_timeout: Duration::from_secs(10),
             node_report: None,
@@ -184,7 +184,7 @@ struct Stats {
     statuses_sent: AtomicU64,
     /// Status patches the cloud refused or did not answer.
     statuses_refused: AtomicU64,
-    /// Pods evicted under disk pressure.
+    /// Pods evicted by the eviction manager.
     evictions: AtomicU64,
     additions_running: AtomicU64,
     deletions_running: AtomicU64,
@@ -212,7 +212,8 @@ pub struct Edged {
     /// edgeStream's in-process connections to the kubelet server (see
     /// [`Edged::with_kubelet_link`]).
     kubelet_listener: Option<wedge_core::kubelet_link::KubeletListener>,
-    /// The node's pressure conditions as the last eviction pass read them (admission).
+    /// The node's pressure conditions as the eviction manager last decided them (admission,
+    /// node status).
     pressure: Arc<tokio::sync::watch::Sender<crate::node::pressure::Pressure>>,
 }
 
@@ -335,10 +336,6 @@ struct SyncLoop {
     relist_results: mpsc::Sender<Relisting>,
     /// The container GC pass running now, if any.
     container_gc: Option<tokio::task::JoinHandle<()>>,
-    /// An eviction pass is reading the node ([`SyncLoop::start_eviction_pass`]).
-    eviction_pass: bool,
-    /// Where an eviction pass sends the pod it chose (uid, message), if any.
-    eviction_results: mpsc::Sender<Option<(String, String)>>,
     /// The pod evicted last: no other is evicted while its containers are still going.
     evicted_last: Option<String>,
     /// Last status sent per pod uid.
@@ -721,72 +718,43 @@ impl SyncLoop {
         self.report(&listed, Some(r.listed_at)).await;
     }
 
-    /// Reads the node's signals in a task of its own ([`crate::eviction`]): publishes the
-    /// pressure (admission weighs it) and, under `nodefs.available` pressure, measures the pods
-    /// and names the one to evict. Skipped while the last evicted pod is still being removed.
-    fn start_eviction_pass(&mut self) {
-        if self.eviction_pass
-            || self
-                .evicted_last
-                .as_ref()
-                .is_some_and(|uid| self.killing.contains_key(uid))
-        {
-            return;
-        }
-        self.eviction_pass = true;
-        let settings = self.settings();
-        let thresholds = settings.eviction_thresholds.clone();
-        let pods_root = settings.pods_root.clone();
-        let root = pods_root.parent().unwrap_or(&pods_root).to_path_buf();
-        let candidates: Vec<crate::eviction::Candidate> = self
-            .desired
-            .iter()
-            .filter(|(_, d)| d.problem.is_none() && !crate::static_pods::is_static(&d.pod))
-            .map(|(uid, d)| crate::eviction::Candidate {
-                uid: uid.clone(),
-                pod: d.pod.clone(),
-                usage: 0,
-            })
-            .collect();
-        let (results, pressure) = (
-            self.eviction_results.clone(),
-            self.sync.edged.pressure.clone(),
-        );
-        tokio::spawn(async move {
-            let found = tokio::task::spawn_blocking(move || {
-                let signals = crate::node::pressure::Signals::read(&root, None);
-                let now = crate::node::pressure::Pressure::of(&thresholds, &signals);
-                pressure.send_if_modified(|known| {
-                    let changed = *known != now;
-                    *known = now;
-                    changed
+    /// Answers the eviction manager's task ([`crate::eviction::pass`]).
+    fn eviction_ask(&mut self, ask: crate::eviction::pass::Ask) {
+        use crate::eviction::pass::{Ask, PodsNow};
+        match ask {
+            Ask::Pods(answer) => {
+                let candidates = self
+                    .desired
+                    .iter()
+                    .filter(|(_, d)| {
+                        d.problem.is_none()
+                            && !crate::static_pods::is_static(&d.pod)
+                            && !matches!(d.pod.status.phase.as_str(), "Succeeded" | "Failed")
+                    })
+                    .map(|(uid, d)| (uid.clone(), d.pod.clone()))
+                    .collect();
+                let busy = self
+                    .evicted_last
+                    .as_ref()
+                    .is_some_and(|uid| self.killing.contains_key(uid));
+                let _ = answer.send(PodsNow {
+                    candidates,
+                    listed: self.snapshot.as_ref().map(|(_, listed)| listed.clone()),
+                    busy,
                 });
-                let (threshold, available) = crate::eviction::pressure(&thresholds, &signals)?;
-                let mut candidates = candidates;
-                for c in &mut candidates {
-                    c.usage = crate::eviction::disk_usage(&pods_root.join(&c.uid));
-                }
-                crate::eviction::rank(&mut candidates);
-                let victim = candidates.first()?;
-                Some((
-                    victim.uid.clone(),
-                    crate::eviction::message(threshold, available, victim),
-                ))
-            })
-            .await
-            .ok()
-            .flatten();
-            let _ = results.send(found).await;
-        });
+            }
+            Ask::Evict {
+                uid,
+                message,
+                grace_seconds,
+            } => self.evict(uid, message, grace_seconds),
+        }
     }
 
     /// Evicts the pod an eviction pass chose: `Failed`/`Evicted` with kubelet's message, a
-    /// Warning event, its containers and volumes removed; it is not started again.
-    fn eviction_found(&mut self, found: Option<(String, String)>) {
-        self.eviction_pass = false;
-        let Some((uid, message)) = found else {
-            return;
-        };
+    /// Warning event, its containers killed with `grace_seconds` and its volumes removed; it is
+    /// not started again.
+    fn evict(&mut self, uid: String, message: String, grace_seconds: i64) {
         let Some(d) = self.desired.get_mut(&uid).filter(|d| d.problem.is_none()) else {
             return;
         };
@@ -805,7 +773,9 @@ impl SyncLoop {
                 uid: uid.clone(),
                 pod: Some(d.pod.clone()),
                 state: Some(d.state.clone()),
-                grace: Some(d.pod.termination_grace()),
+                grace: Some(Duration::from_secs(
+                    u64::try_from(grace_seconds).unwrap_or(1),
+                )),
                 confirm_deletion: false,
             },
         );
@@ -1000,18 +970,36 @@ impl Module for Edged {
             tracing::error!("pods cannot run until the container runtime answers: {e}");
         }
         ctx.ready();
+        let (eviction_asks, mut evictions) = mpsc::channel(4);
+        let (reclaim_images, image_reclaims) = mpsc::channel(1);
+        let pods_root = self.settings.pods_root.clone();
+        let mut eviction = crate::eviction::pass::EvictionPass {
+            manager: crate::eviction::Manager::new(self.settings.eviction.clone()),
+            node_root: pods_root.parent().unwrap_or(&pods_root).to_path_buf(),
+            // The engine's filesystem is kubelet's image filesystem.
+            image_root: engine.root_dir().await.ok(),
+            pods_root,
+            engine: engine.clone(),
+            stats_timeout: self.settings.runtime_request_timeout,
+            asks: eviction_asks,
+            pressure: self.pressure.clone(),
+            reclaim_images,
+        };
+        // Read before registering, so the Node the cloud first sees says what the machine is
+        // under (one registered with `DiskPressure` false on a full disk would show so until
+        // its next status).
+        eviction.observe().await;
         let stop_reports = ctx.token().child_token();
         let _stop_reports = stop_reports.clone().drop_guard();
         if let Some(mut settings) = self.settings.node_report.clone() {
             let version = engine.version().await.unwrap_or_default();
             settings.runtime_name = engine.runtime_name().to_owned();
-            // The engine's filesystem is kubelet's image filesystem.
-            settings.image_root = engine.root_dir().await.ok();
             tokio::spawn(crate::node::report(
                 ctx.bus().clone(),
                 settings,
                 version,
                 self.registered.clone(),
+                self.pressure.subscribe(),
                 stop_reports,
             ));
         }
@@ -1051,7 +1039,6 @@ impl Module for Edged {
         let (probe_results, mut probed) = mpsc::channel(256);
         let (patch_results, mut patched) = mpsc::channel(256);
         let (relist_results, mut relisted) = mpsc::channel(1);
-        let (eviction_results, mut evictions) = mpsc::channel(1);
         let settings = &self.settings;
         let mut sl = SyncLoop {
             sync: PodSync {
@@ -1080,8 +1067,6 @@ impl Module for Edged {
             allocatable: None,
             relist_results,
             container_gc: None,
-            eviction_pass: false,
-            eviction_results,
             evicted_last: None,
             reported: HashMap::new(),
             refused: Default::default(),
@@ -1115,11 +1100,10 @@ impl Module for Edged {
         let mut static_check = tokio::time::interval(settings.static_check);
         static_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         static_check.tick().await;
-        let mut eviction = tokio::time::interval(settings.eviction_interval);
-        eviction.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut container_gc, image_gc) = crate::gc_pass::timers(settings);
         // Image GC keeps its own records and needs nothing of the loop: a task of its own.
-        tokio::spawn(image_gc.run(sl.sync.engine.clone(), ctx.token().clone()));
+        tokio::spawn(image_gc.run(sl.sync.engine.clone(), image_reclaims, ctx.token().clone()));
+        tokio::spawn(eviction.run(settings.eviction_interval, ctx.token().clone()));
         if let Some(policy) = settings.log_rotation {
             tokio::spawn(crate::log_rotation::run(
                 sl.sync.engine.clone(),
@@ -1147,8 +1131,7 @@ impl Module for Edged {
                 }
                 Some(result) = probed.recv() => sl.probed(result),
                 _ = container_gc.tick() => sl.start_container_gc(),
-                _ = eviction.tick() => sl.start_eviction_pass(),
-                Some(found) = evictions.recv() => sl.eviction_found(found),
+                Some(ask) = evictions.recv() => sl.eviction_ask(ask),
             }
             sl.dispatch();
             if sl.report_due {
@@ -1239,7 +1222,7 @@ impl MetricsSource for Edged {
             ),
             (
                 "wedge_edged_evictions_total",
-                "Pods evicted because nodefs.available crossed its evictionHard threshold.",
+                "Pods evicted by the eviction manager (memory.available, nodefs.available, imagefs.available).",
                 &s.evictions,
             ),
             (

@@ -57,11 +57,6 @@ pub struct NodeReportSettings {
     pub runtime_name: String,
     /// The node's root directory: the filesystem it is on is the ephemeral storage.
     pub root_directory: PathBuf,
-    /// The engine's root directory, whose filesystem is kubelet's image filesystem (the node's
-    /// when `None`).
-    pub image_root: Option<PathBuf>,
-    /// Hard eviction thresholds (`evictionHard`): crossing one raises a pressure condition.
-    pub thresholds: pressure::Thresholds,
 }
 
 impl NodeReportSettings {
@@ -79,8 +74,6 @@ impl NodeReportSettings {
             max_pods: 110,
             runtime_name: "docker".to_owned(),
             root_directory: PathBuf::from("/var/lib/kubelet"),
-            image_root: None,
-            thresholds: pressure::Thresholds::default(),
         }
     }
 
@@ -138,6 +131,7 @@ pub async fn report(
     settings: NodeReportSettings,
     runtime_version: String,
     registered: std::sync::Arc<watch::Sender<bool>>,
+    pressure: watch::Receiver<pressure::Pressure>,
     cancel: CancellationToken,
 ) {
     let node = settings.node.clone();
@@ -153,16 +147,10 @@ pub async fn report(
             _ = status_tick.tick() => {}
         }
         let host = HostInfo::read(&settings.root_directory);
-        // Read before registering, so the node object the cloud first sees says what the
-        // machine is under (a node registered with `DiskPressure` false on a full disk would
-        // show so until its first status).
-        let signals =
-            pressure::Signals::read(&settings.root_directory, settings.image_root.as_deref());
-        let pressure = pressure::Pressure::of(&settings.thresholds, &signals);
-        if pressure != conditions.pressure {
-            tracing::warn!(node = %node, ?pressure, ?signals, "node pressure changed");
-        }
-        conditions.observe(pressure, now_ms());
+        // The eviction manager's conditions, read before the first registration (edged
+        // observes the node once before starting this task).
+        let now = *pressure.borrow();
+        conditions.observe(now, now_ms());
         if lease_task.is_none() {
             match register(&bus, &settings, &host, &runtime_version, &conditions).await {
                 Some(uid) => {

@@ -247,7 +247,11 @@ async fn an_unused_image_is_removed_above_the_high_threshold_and_one_in_use_is_k
         .unwrap();
     assert_eq!(report.removed, std::slice::from_ref(&free_id), "{report:?}");
     assert_eq!(id_of(&free).await, None, "{free} is gone");
-    assert_eq!(id_of(&used).await, Some(used_id), "{used} is in use");
+    assert_eq!(
+        id_of(&used).await,
+        Some(used_id.clone()),
+        "{used} is in use"
+    );
     assert!(id_of(IMAGE).await.is_some());
 
     // Nothing else is eligible: the pass says how short it fell, and removes nothing.
@@ -257,6 +261,27 @@ async fn an_unused_image_is_removed_above_the_high_threshold_and_one_in_use_is_k
         .unwrap();
     assert!(report.removed.is_empty(), "{report:?}");
     assert_eq!(report.plan.freed, 0);
+
+    // The eviction manager's reclaim under disk pressure: every unused image old enough
+    // goes, whatever image GC's own thresholds say (the disk is at 50 % here); one in use
+    // and one too young stay.
+    disk.set(usage(50));
+    let spare = format!("wedge-test/gc-spare-{tag}:1");
+    build_image(&spare);
+    assert_eq!(
+        gc.collect_unused(&engine, t0 + Duration::from_secs(200))
+            .await
+            .unwrap(),
+        0,
+        "first seen now: too young"
+    );
+    let freed = gc
+        .collect_unused(&engine, t0 + Duration::from_secs(321))
+        .await
+        .unwrap();
+    assert!(freed > 0, "{spare} counted");
+    assert_eq!(id_of(&spare).await, None, "{spare} is gone");
+    assert_eq!(id_of(&used).await, Some(used_id), "{used} is in use");
 
     for id in holders {
         engine.remove(&id).await.unwrap();

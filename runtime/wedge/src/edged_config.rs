@@ -36,8 +36,13 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
     };
     settings.seccomp_default = kubelet.seccomp_default;
     settings.node_report = Some(node_report_settings(config, node));
-    settings.eviction_thresholds =
-        wedge_edged::node::pressure::Thresholds::from_eviction_hard(&kubelet.eviction_hard);
+    settings.eviction = kubelet.eviction.clone();
+    for signal in kubelet.eviction.unread_signals() {
+        tracing::warn!(
+            signal,
+            "eviction threshold on a signal edged does not read: it raises no pressure"
+        );
+    }
     // Validation checked the keys as kubelet does; a policy edged still refuses keeps
     // kubelet's defaults rather than growing logs without bound.
     settings.log_rotation = Some(
@@ -84,8 +89,6 @@ fn node_report_settings(config: &EdgeCoreConfig, node: &str) -> NodeReportSettin
         report.kubelet_port = kubelet.read_only_port;
     }
     report.max_pods = kubelet.max_pods;
-    report.thresholds =
-        wedge_edged::node::pressure::Thresholds::from_eviction_hard(&kubelet.eviction_hard);
     report
 }
 

@@ -59,9 +59,15 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.tailoredKubeletConfig.containerLogMonitorInterval",
     // The node's kubelet port (logs, exec, attach, stats) listens here.
     "modules.edged.tailoredKubeletConfig.address",
-    // Its thresholds raise the pressure conditions, refuse new pods under them, and
-    // evict pods under nodefs.available pressure.
+    // Kubelet's eviction manager: thresholds raise the pressure conditions (held for the
+    // transition period), refuse new pods under them, and evict pods for memory.available,
+    // nodefs.available and imagefs.available (image GC first for the disk).
     "modules.edged.tailoredKubeletConfig.evictionHard",
+    "modules.edged.tailoredKubeletConfig.evictionMaxPodGracePeriod",
+    "modules.edged.tailoredKubeletConfig.evictionMinimumReclaim",
+    "modules.edged.tailoredKubeletConfig.evictionPressureTransitionPeriod",
+    "modules.edged.tailoredKubeletConfig.evictionSoft",
+    "modules.edged.tailoredKubeletConfig.evictionSoftGracePeriod",
     "modules.edged.tailoredKubeletConfig.fileCheckFrequency",
     "modules.edged.tailoredKubeletConfig.imageGCHighThresholdPercent",
     "modules.edged.tailoredKubeletConfig.imageGCLowThresholdPercent",
@@ -273,14 +279,14 @@ mod tests {
         let keys = listed(
             "modules:\n  edgeStream: {enable: true, server: 10.0.0.1:10004}\n  edged:\n    enable: true\n    \
              tailoredKubeletConfig:\n      cpuManagerPolicy: static\n      \
-             imageGCHighThresholdPercent: 90\n      evictionSoft: {memory.available: 1Gi}\n      \
+             imageGCHighThresholdPercent: 90\n      kubeReserved: {cpu: 500m}\n      \
              eventRecordQPS: 5\n      logging: {verbosity: 4}\n",
         );
         assert_eq!(
             keys,
             [
                 "modules.edged.tailoredKubeletConfig.cpuManagerPolicy",
-                "modules.edged.tailoredKubeletConfig.evictionSoft",
+                "modules.edged.tailoredKubeletConfig.kubeReserved",
                 "modules.edged.tailoredKubeletConfig.logging.verbosity",
             ]
         );

@@ -90,6 +90,10 @@ pub struct KubeletSettings {
     pub minimum_gc_age: Duration,
     /// `modules.edged.nodeLabels`: labels of the registered Node.
     pub node_labels: BTreeMap<String, String>,
+    /// The eviction policy (`evictionHard`, `evictionSoft`, ...); validation has checked it,
+    /// so a problem here only comes from a config that skipped validation, and leaves the
+    /// policy without the keys in question.
+    pub eviction: super::eviction::EvictionPolicy,
 }
 
 /// `value` in `0..=max` (validation guarantees it; out of range is clamped).
@@ -185,6 +189,7 @@ impl EdgeCoreConfig {
             node_ip: edged.node_ip.parse().ok(),
             minimum_gc_age: edged.minimum_gc_age.to_std(),
             node_labels: edged.node_labels.clone(),
+            eviction: super::eviction::EvictionPolicy::from_tailored(k).unwrap_or_default(),
         }
     }
 }

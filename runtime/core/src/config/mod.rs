@@ -32,6 +32,7 @@ mod dns;
 mod duration;
 mod edged;
 mod error;
+pub mod eviction;
 mod kubelet;
 mod kubelet_settings;
 mod model;

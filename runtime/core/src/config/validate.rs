@@ -355,6 +355,11 @@ fn kubelet(k: &TailoredKubeletConfig, v: &mut Checker) {
     if let Some(max) = k.max_pods {
         v.at_least(&format!("{P}.maxPods"), max, 0, "pods");
     }
+    if let Err(problems) = super::eviction::EvictionPolicy::from_tailored(k) {
+        for (key, message) in problems {
+            v.fail(&format!("{P}.{key}"), message);
+        }
+    }
     for ip in k.cluster_dns.iter().flatten() {
         if ip.parse::<std::net::IpAddr>().is_err() {
             v.fail(
@@ -820,6 +825,22 @@ mod tests {
             .node_lease_duration_seconds = Some(0);
         rejects(&c, &format!("{tkc}.nodeLeaseDurationSeconds"), ">= 1");
         let mut c = EdgeCoreConfig::default();
+        c.modules.edged.tailored_kubelet_config.eviction_soft =
+            Some([("memory.available".to_owned(), "1Gi".to_owned())].into());
+        rejects(
+            &c,
+            &format!("{tkc}.evictionSoftGracePeriod"),
+            "grace period must be specified for the soft eviction threshold memory.available",
+        );
+        c = connected();
+        c.modules.edged.tailored_kubelet_config.eviction_hard =
+            Some([("disk.free".to_owned(), "1Gi".to_owned())].into());
+        rejects(
+            &c,
+            &format!("{tkc}.evictionHard"),
+            "unsupported eviction signal",
+        );
+        c = connected();
         c.modules.edged.tailored_kubelet_config.read_only_port = Some(70000);
         rejects(&c, &format!("{tkc}.readOnlyPort"), "0..=65535");
         let mut c = EdgeCoreConfig::default();

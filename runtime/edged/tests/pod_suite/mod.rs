@@ -14,6 +14,7 @@ use crate::RUNTIME;
 use crate::common::{self, IMAGE, WAIT, unique};
 use serde_json::{Value, json};
 use wedge_core::bus::Mailbox;
+use wedge_core::config::eviction::{Amount, EvictionPolicy, SoftThreshold};
 use wedge_core::health::Health;
 use wedge_core::module::{SupervisionSettings, Supervisor};
 use wedge_core::{Bus, Content, Message};
@@ -1454,9 +1455,10 @@ async fn a_pod_filling_the_disk_is_evicted_and_new_pods_are_refused_under_pressu
         json!({"containers": [sleeper("app", "sleep 3600")]}),
     );
     let mut node = Node::start_with(&[], Some((root, unique("node"))), |s| {
-        s.eviction_thresholds = wedge_edged::node::pressure::Thresholds::from_eviction_hard(
-            &[("nodefs.available".to_owned(), "30%".to_owned())].into(),
-        );
+        s.eviction = EvictionPolicy {
+            hard: [("nodefs.available".to_owned(), Amount::Percent(30.0))].into(),
+            ..EvictionPolicy::default()
+        };
         s.eviction_interval = Duration::from_millis(300);
     })
     .await;
@@ -1513,6 +1515,79 @@ async fn a_pod_filling_the_disk_is_evicted_and_new_pods_are_refused_under_pressu
     assert!(node.containers(uid(&late)).await.is_empty());
     std::fs::remove_file(disk.path.join("ballast")).unwrap();
     for p in [&calm, &fill, &late] {
+        node.send("delete", p).await;
+    }
+    let name = node.name.clone();
+    node.stop().await;
+    remove_all(&name).await;
+}
+
+/// Under `memory.available` pressure pods go in kubelet's order: the one using more memory
+/// than it requested first (kubelet's message names its container and usage), the one within
+/// its request only once the first is gone; each `Failed`/`Evicted`. The threshold is a soft
+/// one above any machine's memory, so the pressure is there from the start and pods go once
+/// its grace period is over.
+#[tokio::test]
+async fn memory_pressure_evicts_the_pod_above_its_request_first() {
+    let hog = unique("hog");
+    let modest = unique("modest");
+    // ~30 MB held in a shell variable, no memory request (Burstable: BestEffort pods are
+    // refused under memory pressure): above its request.
+    let mut hungry = pod(
+        &hog,
+        json!({"containers": [sleeper("app", "v=$(head -c 30000000 /dev/zero | tr '\\0' a); sleep 3600")]}),
+    );
+    hungry["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "10m"}});
+    let mut within = pod(
+        &modest,
+        json!({"containers": [sleeper("app", "sleep 3600")]}),
+    );
+    within["spec"]["containers"][0]["resources"] = json!({"requests": {"memory": "256Mi"}});
+    let mut node = Node::start_with(&[], None, |s| {
+        s.eviction = EvictionPolicy {
+            soft: [(
+                "memory.available".to_owned(),
+                SoftThreshold {
+                    amount: Amount::Quantity(1 << 50),
+                    grace: Duration::from_secs(10),
+                },
+            )]
+            .into(),
+            ..EvictionPolicy::default()
+        };
+        s.eviction_interval = Duration::from_millis(500);
+    })
+    .await;
+    node.send("insert", &hungry).await;
+    node.send("insert", &within).await;
+    node.wait_status(&hog, |s| running(s, 1)).await;
+    node.wait_status(&modest, |s| running(s, 1)).await;
+    let status = node.wait_status(&hog, |s| s["reason"] == "Evicted").await;
+    assert_eq!(status["phase"], "Failed");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "The node was low on resource: memory. Threshold quantity: 1Pi, available: "
+        ) && message.contains("Container app was using ")
+            && message.ends_with(", request is 0, has larger consumption of memory. "),
+        "{message}"
+    );
+    assert_ne!(
+        node.statuses[&modest]["reason"], "Evicted",
+        "the pod within its request goes second"
+    );
+    let status = node
+        .wait_status(&modest, |s| s["reason"] == "Evicted")
+        .await;
+    assert!(
+        !status["message"]
+            .as_str()
+            .unwrap()
+            .contains("Container app"),
+        "within its request: no container is named: {status}"
+    );
+    assert_eq!(node.metric("wedge_edged_evictions_total"), 2.0);
+    for p in [&hungry, &within] {
         node.send("delete", p).await;
     }
     let name = node.name.clone();
