@@ -675,10 +675,18 @@ impl SyncLoop {
         }
         self.relisting = true;
         let (sync, results) = (self.sync.clone(), self.relist_results.clone());
+        let inspections = self.inspections.clone();
         let deadline = self.settings().runtime_request_timeout;
         tokio::spawn(async move {
             let listed_at = Instant::now();
-            let listed = match tokio::time::timeout(deadline, sync.list()).await {
+            // New containers are inspected here too, so the loop's report finds them known.
+            let listed = match tokio::time::timeout(deadline, async {
+                let listed = sync.list().await?;
+                inspections.prefetch(&sync.engine, &listed).await;
+                Ok(listed)
+            })
+            .await
+            {
                 Ok(listed) => listed,
                 Err(_) => Err(EngineError::Timeout(deadline)),
             };
@@ -1121,8 +1129,8 @@ impl Module for Edged {
                 },
                 Some(done) = sl.tasks.join_next_with_id() => sl.finished(done),
                 _ = relist.tick() => sl.start_relist(),
-                // Inspections of new containers may still wait on a slow runtime: the
-                // supervisor's pings are answered meanwhile.
+                // The relist task inspected what is new; a container that changed since
+                // is inspected here, with the supervisor's pings answered meanwhile.
                 Some(listing) = relisted.recv() => ctx.alive_during(sl.relisted(listing)).await,
                 _ = resend.tick() => sl.resend_refused(),
                 Some(result) = patched.recv() => sl.patched(result),

@@ -39,29 +39,70 @@ pub(super) struct ProbeResult {
 
 /// Container inspections kept while the container's listed state stays the same: a running
 /// container's start time, IP and image do not change, so the relist does not ask the engine
-/// for every container every second.
-#[derive(Default)]
+/// for every container every second. Shared with the relist task, which inspects what a
+/// listing shows new ([`Inspections::prefetch`]) before the loop reports, so that a slow
+/// runtime holds up that task and never the loop.
+#[derive(Default, Clone)]
 pub(super) struct Inspections {
-    by_id: HashMap<String, (String, Option<ContainerRun>)>,
+    by_id: std::sync::Arc<std::sync::Mutex<InspectionMap>>,
 }
 
+/// Container id → (listed state when inspected, what the inspection found).
+type InspectionMap = HashMap<String, (String, Option<ContainerRun>)>;
+
 impl Inspections {
-    async fn get(&mut self, engine: &Engine, c: &ManagedContainer) -> Option<ContainerRun> {
-        if let Some((state, run)) = self.by_id.get(&c.id)
-            && *state == c.state
-        {
-            return run.clone();
-        }
-        let run = engine.inspect(&c.id).await.ok().flatten();
+    /// The map; never held across an await.
+    fn map(&self) -> std::sync::MutexGuard<'_, InspectionMap> {
         self.by_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn cached(&self, c: &ManagedContainer) -> Option<Option<ContainerRun>> {
+        self.map()
+            .get(&c.id)
+            .filter(|(state, _)| *state == c.state)
+            .map(|(_, run)| run.clone())
+    }
+
+    async fn inspect(&self, engine: &Engine, c: &ManagedContainer) -> Option<ContainerRun> {
+        let run = engine.inspect(&c.id).await.ok().flatten();
+        self.map()
             .insert(c.id.clone(), (c.state.clone(), run.clone()));
         run
     }
 
+    async fn get(&self, engine: &Engine, c: &ManagedContainer) -> Option<ContainerRun> {
+        match self.cached(c) {
+            Some(run) => run,
+            None => self.inspect(engine, c).await,
+        }
+    }
+
+    /// Inspects the containers of `listed` a report asks about (running sandboxes, the newest
+    /// container of each pod and name) whose listed state is not known yet: in the relist
+    /// task, after the listing.
+    pub(super) async fn prefetch(&self, engine: &Engine, listed: &[ManagedContainer]) {
+        let wanted: Vec<&ManagedContainer> = listed
+            .iter()
+            .filter(|c| {
+                if c.sandbox {
+                    c.state == "running"
+                } else {
+                    newest_listed(listed, &c.pod_uid, &c.container).is_some_and(|n| n.id == c.id)
+                }
+            })
+            .filter(|c| self.cached(c).is_none())
+            .collect();
+        for c in wanted {
+            self.inspect(engine, c).await;
+        }
+    }
+
     /// Forgets containers that are no longer listed.
-    fn retain_listed(&mut self, listed: &[ManagedContainer]) {
+    fn retain_listed(&self, listed: &[ManagedContainer]) {
         let ids: std::collections::HashSet<&str> = listed.iter().map(|c| c.id.as_str()).collect();
-        self.by_id.retain(|id, _| ids.contains(id.as_str()));
+        self.map().retain(|id, _| ids.contains(id.as_str()));
     }
 }
 
