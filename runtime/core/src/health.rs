@@ -48,6 +48,8 @@ pub struct ModuleHealth {
 #[derive(Clone, Default)]
 pub struct Health {
     modules: Arc<Mutex<BTreeMap<String, ModuleHealth>>>,
+    /// Woken on every change, for [`Health::wait_all_running`].
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl Health {
@@ -62,9 +64,28 @@ impl Health {
         f(&mut guard)
     }
 
+    /// [`Health::with`] for a change: waiters are woken after it.
+    fn update(&self, f: impl FnOnce(&mut BTreeMap<String, ModuleHealth>)) {
+        self.with(f);
+        self.changed.notify_waiters();
+    }
+
+    /// Returns once every registered module is running (woken by changes, never polling).
+    pub async fn wait_all_running(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.all_running() {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     /// Sets a module's state, adding it if new.
     pub fn set_state(&self, module: &str, state: ModuleState) {
-        self.with(|m| {
+        self.update(|m| {
             m.entry(module.to_owned())
                 .or_insert(ModuleHealth {
                     state,
@@ -77,7 +98,7 @@ impl Health {
 
     /// Records a failure and the restart that follows it.
     pub fn record_failure(&self, module: &str, error: String) {
-        self.with(|m| {
+        self.update(|m| {
             if let Some(h) = m.get_mut(module) {
                 h.state = ModuleState::Restarting;
                 h.restarts += 1;
@@ -135,5 +156,28 @@ impl MetricsSource for Health {
                 h.restarts as f64,
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn waiting_for_all_running_wakes_on_the_change_that_completes_it() {
+        let health = Health::new();
+        health.set_state("a", ModuleState::Starting);
+        health.set_state("b", ModuleState::Running);
+        let waiter = tokio::spawn({
+            let health = health.clone();
+            async move { health.wait_all_running().await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "a is still starting");
+        health.set_state("a", ModuleState::Running);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken by the change")
+            .unwrap();
     }
 }

@@ -21,6 +21,7 @@ pub mod config;
 pub mod conn_slots;
 pub mod health;
 pub mod kubelet_link;
+pub mod log_limit;
 pub mod message;
 pub mod metrics;
 pub mod module;

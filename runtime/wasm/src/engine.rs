@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,17 +32,84 @@ impl Default for EngineSettings {
     }
 }
 
+/// The epoch clock. It advances only while guest code may run (some [`GuestRunning`] is
+/// alive): a deadline is set at the start of each call, relative to the epoch then, so a
+/// clock that stands still between calls changes no deadline, and a node whose modules are
+/// idle (or that has none) is not woken 500 times a second.
 struct Ticker {
-    stop: Arc<AtomicBool>,
+    state: Arc<(Mutex<ClockState>, std::sync::Condvar)>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct ClockState {
+    /// Calls (or instantiations) under way.
+    running: usize,
+    stop: bool,
+    /// Epochs advanced since the engine started.
+    ticks: u64,
+}
+
+fn clock(state: &Mutex<ClockState>) -> std::sync::MutexGuard<'_, ClockState> {
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Ticker {
+    fn start(engine: Engine) -> std::io::Result<Ticker> {
+        let state: Arc<(Mutex<ClockState>, std::sync::Condvar)> = Arc::default();
+        let shared = state.clone();
+        let thread = std::thread::Builder::new()
+            .name("wedge-wasm-epoch".to_owned())
+            .spawn(move || {
+                let (lock, wake) = &*shared;
+                loop {
+                    let mut s = clock(lock);
+                    while s.running == 0 && !s.stop {
+                        s = wake
+                            .wait(s)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    }
+                    if s.stop {
+                        return;
+                    }
+                    drop(s);
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                    clock(lock).ticks += 1;
+                }
+            })?;
+        Ok(Ticker {
+            state,
+            thread: Some(thread),
+        })
+    }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        let (lock, wake) = &*self.state;
+        clock(lock).stop = true;
+        wake.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Keeps the epoch clock running while guest code may execute: hold one across every
+/// instantiation and call whose deadline is enforced by epochs.
+#[must_use = "the clock stops when the guard is dropped"]
+pub struct GuestRunning {
+    state: Arc<(Mutex<ClockState>, std::sync::Condvar)>,
+}
+
+impl Drop for GuestRunning {
+    fn drop(&mut self) {
+        let (lock, _) = &*self.state;
+        let mut s = clock(lock);
+        s.running = s.running.saturating_sub(1);
     }
 }
 
@@ -58,7 +124,7 @@ pub struct WasmEngine {
     /// of one mapper, an upgrade that only changes the manifest) share one copy of the machine
     /// code instead of each mapping its own.
     loaded: Arc<Mutex<HashMap<String, Component>>>,
-    _ticker: Arc<Ticker>,
+    ticker: Arc<Ticker>,
 }
 
 /// How a component was obtained, for logs and benchmarks.
@@ -99,28 +165,34 @@ impl WasmEngine {
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let engine_key = format!("{:016x}", hasher.finish());
-        let stop = Arc::new(AtomicBool::new(false));
-        let ticker_engine = engine.clone();
-        let ticker_stop = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("wedge-wasm-epoch".to_owned())
-            .spawn(move || {
-                while !ticker_stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    ticker_engine.increment_epoch();
-                }
-            })
+        let ticker = Ticker::start(engine.clone())
             .map_err(|e| WasmError::engine_from("cannot start epoch thread", e))?;
         Ok(WasmEngine {
             engine,
             cache_dir: cache_dir.to_owned(),
             engine_key,
             loaded: Arc::default(),
-            _ticker: Arc::new(Ticker {
-                stop,
-                thread: Some(thread),
-            }),
+            ticker: Arc::new(ticker),
         })
+    }
+
+    /// Starts the epoch clock (if no other call holds it running) until the guard is
+    /// dropped: hold it across guest code whose deadline is set in epochs.
+    pub fn guest_running(&self) -> GuestRunning {
+        let (lock, wake) = &*self.ticker.state;
+        let mut s = clock(lock);
+        s.running += 1;
+        if s.running == 1 {
+            wake.notify_one();
+        }
+        GuestRunning {
+            state: self.ticker.state.clone(),
+        }
+    }
+
+    /// Epochs advanced since the engine started: zero growth while no guest code runs.
+    pub fn epoch_ticks(&self) -> u64 {
+        clock(&self.ticker.state.0).ticks
     }
 
     /// The wasmtime engine.
@@ -205,4 +277,29 @@ impl WasmEngine {
 /// Lower-case hex of a digest.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epoch_clock_runs_only_while_guest_code_may() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = WasmEngine::new(dir.path(), &EngineSettings { max_instances: 4 }).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(engine.epoch_ticks(), 0, "idle: the clock stands still");
+        let guard = engine.guest_running();
+        let nested = engine.guest_running();
+        std::thread::sleep(Duration::from_millis(50));
+        drop(nested);
+        std::thread::sleep(Duration::from_millis(20));
+        let ran = engine.epoch_ticks();
+        assert!(ran >= 5, "ticks while a guest runs: {ran}");
+        drop(guard);
+        std::thread::sleep(Duration::from_millis(10));
+        let stopped = engine.epoch_ticks();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(engine.epoch_ticks(), stopped, "stops with the last guard");
+    }
 }

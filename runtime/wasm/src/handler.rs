@@ -145,6 +145,7 @@ impl HandlerModule {
             init_outcome(&self.manifest, init)?;
             Ok::<_, WasmError>(bindings)
         };
+        let _clock = self.engine.guest_running();
         let bindings = match tokio::time::timeout(self.call_limit, started).await {
             Ok(outcome) => outcome?,
             Err(_) => return Err(self.overran("init")),
@@ -215,10 +216,12 @@ impl HandlerModule {
             },
         };
         let call = live.bindings.call_on_update(&mut live.store, &request);
+        let clock = self.engine.guest_running();
         let outcome = match tokio::time::timeout(self.call_limit, call).await {
             Ok(outcome) => outcome.map_err(|trap| trap_error(&self.manifest, &trap)),
             Err(_) => Err(self.overran("the call")),
         };
+        drop(clock);
         live.store.data_mut().twin_reader = None;
         match outcome {
             Ok(verdict) => {

@@ -606,7 +606,9 @@ impl Runner {
     }
 
     /// Runs `work` under the call deadline, cancelled by a stop.
+    /// The epoch clock runs meanwhile (the guest's deadline is in epochs).
     async fn bounded<T>(&self, work: impl Future<Output = T>) -> Bounded<T> {
+        let _clock = self.engine.guest_running();
         let mut stop = self.stop.clone();
         tokio::select! {
             biased;

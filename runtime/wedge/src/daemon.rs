@@ -451,14 +451,13 @@ async fn ensure_node_certificate(hub: &wedge_core::config::EdgeHub, node: &str) 
 
 /// Logs once when every module is running, with the time from process start.
 async fn report_ready(health: Health, started: Instant) {
-    let mut tick = tokio::time::interval(Duration::from_millis(1));
-    for _ in 0..60_000 {
-        tick.tick().await;
-        if health.all_running() {
-            let ms = started.elapsed().as_secs_f64() * 1000.0;
-            tracing::info!(start_to_ready_ms = format!("{ms:.1}"), "node ready");
-            return;
-        }
+    if tokio::time::timeout(Duration::from_secs(60), health.wait_all_running())
+        .await
+        .is_ok()
+    {
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        tracing::info!(start_to_ready_ms = format!("{ms:.1}"), "node ready");
+        return;
     }
     tracing::warn!(
         "modules still not running after 60 s: {:?}",

@@ -87,7 +87,10 @@ struct Inner {
     path: PathBuf,
     jobs: Option<mpsc::Sender<Box<dyn Job>>>,
     writer: Option<JoinHandle<()>>,
-    checkpointer: Option<(std::sync::mpsc::Sender<()>, JoinHandle<()>)>,
+    checkpointer: Option<(
+        std::sync::mpsc::SyncSender<checkpoint::Wake>,
+        JoinHandle<()>,
+    )>,
     readers: Mutex<Vec<Connection>>,
     stats: Arc<StoreStats>,
 }
@@ -96,7 +99,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // The checkpointer stops first, so the writer's final checkpoint runs alone.
         if let Some((stop, thread)) = self.checkpointer.take() {
-            let _ = stop.send(());
+            let _ = stop.send(checkpoint::Wake::Stop);
             let _ = thread.join();
         }
         // Closing the queue lets the writer finish what is queued and exit; wait for it so the
@@ -147,17 +150,18 @@ impl Store {
             commit_latency: Histogram::latency(),
             commit_failure: Mutex::new(None),
         });
+        let checkpointer = start_checkpointer(path, options.synchronous)?;
+        let committed = checkpointer.0.clone();
         let (tx, rx) = mpsc::channel(options.queue_capacity.max(1));
         let writer_stats = stats.clone();
         let max_batch = options.max_batch.max(1);
         let writer = std::thread::Builder::new()
             .name("wedge-store-writer".to_owned())
-            .spawn(move || writer::run(conn, rx, max_batch, writer_stats))
+            .spawn(move || writer::run(conn, rx, max_batch, writer_stats, committed))
             .map_err(|e| StoreError::Open {
                 path: path.to_owned(),
                 reason: format!("cannot start writer thread: {e}"),
             })?;
-        let checkpointer = start_checkpointer(path, options.synchronous)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
@@ -403,9 +407,16 @@ fn sync_pragma(synchronous: Synchronous) -> &'static str {
 fn start_checkpointer(
     path: &Path,
     synchronous: Synchronous,
-) -> Result<(std::sync::mpsc::Sender<()>, JoinHandle<()>), StoreError> {
+) -> Result<
+    (
+        std::sync::mpsc::SyncSender<checkpoint::Wake>,
+        JoinHandle<()>,
+    ),
+    StoreError,
+> {
     let conn = checkpoint::open(path, sync_pragma(synchronous)).map_err(|e| classify(path, e))?;
-    let (stop, stopped) = std::sync::mpsc::channel();
+    // One pending wake-up is enough: commits meanwhile are folded into the next checkpoint.
+    let (stop, stopped) = std::sync::mpsc::sync_channel(1);
     let thread = std::thread::Builder::new()
         .name("wedge-store-checkpoint".to_owned())
         .spawn(move || checkpoint::run(conn, stopped))

@@ -65,6 +65,7 @@ pub(crate) fn run(
     mut jobs: mpsc::Receiver<Box<dyn Job>>,
     max_batch: usize,
     stats: Arc<StoreStats>,
+    committed: std::sync::mpsc::SyncSender<super::checkpoint::Wake>,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(max_batch);
     while let Some(first) = jobs.blocking_recv() {
@@ -82,6 +83,10 @@ pub(crate) fn run(
         stats.record_commit(outcome.as_ref().err());
         if let Err(e) = &outcome {
             tracing::error!("store batch of {} writes failed: {e}", batch.len());
+        }
+        if outcome.is_ok() {
+            // Full: a wake-up is already pending, which covers this commit too.
+            let _ = committed.try_send(super::checkpoint::Wake::Committed);
         }
         let failure = outcome.err();
         for job in batch.drain(..) {

@@ -436,6 +436,8 @@ impl Module for EdgeHub {
             stop_delivery,
         ));
         let mut backoff = Backoff::from_clock(self.settings.backoff);
+        let mut dial_warnings =
+            wedge_core::log_limit::RepeatLimit::new(std::time::Duration::from_secs(60));
         let s = &self.settings;
         let mut bucket = TokenBucket::new(s.message_qps, s.message_burst, Instant::now());
         ctx.ready();
@@ -458,7 +460,19 @@ impl Module for EdgeHub {
                 Err(e) => {
                     self.stats.dial_failures.fetch_add(1, Ordering::Relaxed);
                     let delay = backoff.next_delay();
-                    tracing::warn!(server = %self.settings.server, "cloud dial failed: {e}; retrying in {delay:?}");
+                    // During an outage: the first failure, then one line a minute with the
+                    // count (`wedge_edgehub_dial_failures_total` has them all).
+                    match dial_warnings.check(Instant::now()) {
+                        Some(0) => {
+                            tracing::warn!(server = %self.settings.server, "cloud dial failed: {e}; retrying in {delay:?}")
+                        }
+                        Some(held_back) => {
+                            tracing::warn!(server = %self.settings.server, "cloud dial failed: {e}; retrying in {delay:?} ({held_back} more failures in the last minute)")
+                        }
+                        None => {
+                            tracing::debug!(server = %self.settings.server, "cloud dial failed: {e}; retrying in {delay:?}")
+                        }
+                    }
                     if !self.idle(&mut ctx, delay).await? {
                         return Ok(());
                     }
@@ -466,6 +480,7 @@ impl Module for EdgeHub {
                 }
             };
             backoff.reset();
+            dial_warnings.reset();
             self.stats.connected.store(true, Ordering::Relaxed);
             self.stats.connects.fetch_add(1, Ordering::Relaxed);
             tracing::info!(server = %self.settings.server, "connected to the cloud");
