@@ -687,3 +687,109 @@ fn accept_survives_running_out_of_file_descriptors() {
         .expect("accept errors metric");
     assert!(errors >= 1.0, "accept errors counted: {errors}");
 }
+
+/// Issue 29, part 1: a client that publishes to its own subscription and reads at about a
+/// tenth of that pace, with `mqttSessionQueueSize: 10`. Before, its queue filled and the
+/// broker dropped what did not fit (counted in `wedge_eventbus_broker_dropped_total`), although
+/// the client was reading. Now its own publishes wait while it is behind (flow control), and
+/// every message arrives, once; a second client's round trips on the same broker all arrive
+/// meanwhile (their latencies are printed, not asserted).
+#[test]
+fn a_slow_reader_loses_nothing_and_only_slows_itself() {
+    const N: usize = 400;
+    const ROUND_TRIPS: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let node = node(dir.path(), "    mqttSessionQueueSize: 10\n", "");
+    let port = node.mqtt_port;
+    let (received, duplicates, slow_took, latencies) = runtime().block_on(async move {
+        // The slow client: subscribed to its own topic, N QoS 1 publishes queued at once.
+        let mut o = options("slow-reader", port);
+        o.set_inflight(100);
+        let (slow, mut slow_loop) = AsyncClient::new(o, N + 10);
+        slow.subscribe("slow/t", QoS::AtLeastOnce).await.unwrap();
+        loop {
+            if let Event::Incoming(Packet::SubAck(_)) = slow_loop.poll().await.unwrap() {
+                break;
+            }
+        }
+        // The other client, measuring round trips through the broker meanwhile.
+        let (fast, mut fast_loop) = AsyncClient::new(options("bystander", port), 16);
+        fast.subscribe("fast/t", QoS::AtLeastOnce).await.unwrap();
+        loop {
+            if let Event::Incoming(Packet::SubAck(_)) = fast_loop.poll().await.unwrap() {
+                break;
+            }
+        }
+        let bystander = tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            for i in 0..ROUND_TRIPS {
+                let sent = Instant::now();
+                fast.publish("fast/t", QoS::AtLeastOnce, false, format!("{i}"))
+                    .await
+                    .unwrap();
+                loop {
+                    match tokio::time::timeout(Duration::from_secs(30), fast_loop.poll()).await {
+                        Ok(Ok(Event::Incoming(Packet::Publish(p))))
+                            if p.payload == format!("{i}") =>
+                        {
+                            latencies.push(sent.elapsed());
+                            break;
+                        }
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => panic!("the bystander lost its connection: {e}"),
+                        Err(_) => panic!("round trip {i} of the bystander never came back"),
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            latencies
+        });
+        let started = Instant::now();
+        for i in 0..N {
+            slow.try_publish("slow/t", QoS::AtLeastOnce, false, format!("{i}"))
+                .unwrap();
+        }
+        let mut seen = HashSet::new();
+        let mut duplicates = 0usize;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        while seen.len() < N {
+            match tokio::time::timeout_at(deadline, slow_loop.poll()).await {
+                Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
+                    if !seen.insert(p.payload.to_vec()) {
+                        duplicates += 1;
+                    }
+                    // Reading slowly: ~5 ms per message it gets.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!(
+                    "the slow reader lost its connection after {}: {e}",
+                    seen.len()
+                ),
+                Err(_) => break,
+            }
+        }
+        let took = started.elapsed();
+        (seen.len(), duplicates, took, bystander.await.unwrap())
+    });
+    let dropped = metric(&node, "wedge_eventbus_broker_dropped_total");
+    let cut = metric_opt(
+        &node,
+        "wedge_eventbus_broker_closed_total{reason=\"slow_reader\"}",
+    )
+    .unwrap_or(0.0);
+    let mut sorted = latencies.clone();
+    sorted.sort();
+    let pct = |p: f64| sorted[((sorted.len() as f64 * p).ceil() as usize).saturating_sub(1)];
+    eprintln!(
+        "slow reader: {received}/{N} received ({duplicates} duplicates) in {slow_took:?}; \
+         broker dropped {dropped}, cut {cut}; bystander round trips p50 {:?} p99 {:?} max {:?}",
+        pct(0.5),
+        pct(0.99),
+        sorted.last().unwrap()
+    );
+    assert_eq!(received, N, "every message reached the slow reader");
+    assert_eq!(latencies.len(), ROUND_TRIPS);
+    assert_eq!(dropped, 0.0, "nothing dropped");
+    assert_eq!(cut, 0.0, "a client that reads is never cut off");
+}

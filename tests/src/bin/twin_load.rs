@@ -90,6 +90,10 @@ struct Args {
     /// Result-subscribing MQTT connections (the devices are split between them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     subscribers: u32,
+    /// One connection publishes the updates and takes every result (as a KubeEdge mapper
+    /// does); `--publishers` and `--subscribers` are then ignored.
+    #[arg(long)]
+    one_connection: bool,
     /// QoS of the twin updates.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
     qos: u8,
@@ -187,6 +191,7 @@ fn plan(args: &Args, port: u16) -> Result<Plan> {
         devices: args.devices as usize,
         publishers: args.publishers as usize,
         subscribers: args.subscribers as usize,
+        one_connection: args.one_connection,
         pub_qos: qos(args.qos),
         sub_qos: qos(args.sub_qos),
         pace,

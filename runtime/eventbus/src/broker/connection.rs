@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::router::{ClientKind, Delivery, Router, SubscribeRefused};
+use super::router::{ClientKind, Delivery, Outlet, QueueGauge, Router, SubscribeRefused};
 use super::stats::{Closed, LoginRefused};
 use super::wire::{ConnError, Transport, Wire, WireLimits, delivered_size};
 use crate::access::{AccessPolicy, Grant, Refusal};
@@ -33,8 +33,13 @@ pub(crate) struct ConnectionSettings {
     pub access: AccessPolicy,
     /// Where PUBLISHes and SUBSCRIBEs the access policy refused are counted.
     pub stats: Arc<crate::stats::Stats>,
-    /// Deliveries queued per client before they are dropped.
+    /// Deliveries queued for a client past which its own packets are not read until it
+    /// catches up (`mqttSessionQueueSize`).
     pub queue: usize,
+    /// Bytes queued for a client past which it is cut off.
+    pub max_queued_bytes: usize,
+    /// How long a write to a client may stall before it is cut off.
+    pub slow_reader_timeout: Duration,
     /// QoS 1 deliveries awaiting PUBACK before the broker stops sending to that client.
     pub max_inflight: usize,
     /// How long a new connection may take to send CONNECT.
@@ -61,6 +66,7 @@ fn count_close(stats: &Stats, e: &ConnError) {
         ConnError::TooLarge(_) => Closed::PacketTooLarge,
         ConnError::PacketTimeout => Closed::PacketTimeout,
         ConnError::Idle => Closed::Idle,
+        ConnError::SlowReader => Closed::SlowReader,
         _ => return,
     };
     stats.broker.closed(why);
@@ -163,11 +169,12 @@ pub(crate) async fn serve(
         }
     };
 
-    let (tx, rx) = mpsc::channel(settings.queue.max(1));
+    let (queue, rx, gauge) = super::router::client_queue();
     let kind = ClientKind::Network {
         max_filters: settings.max_filters,
+        max_queued_bytes: settings.max_queued_bytes,
     };
-    let attachment = router.attach(&client_id, tx, kind, &token);
+    let attachment = router.attach(&client_id, Outlet::Network(queue), kind, &token);
     // Sessions are not persisted: every session starts clean, so `session present` is 0.
     let mut session = Session {
         client_id: &client_id,
@@ -175,6 +182,7 @@ pub(crate) async fn serve(
         router: &router,
         settings: &settings,
         deliveries: rx,
+        queued: gauge,
         inflight: HashSet::new(),
         awaiting_release: HashSet::new(),
         next_pkid: 0,
@@ -260,7 +268,9 @@ struct Session<'a> {
     generation: u64,
     router: &'a Router,
     settings: &'a ConnectionSettings,
-    deliveries: mpsc::Receiver<Delivery>,
+    deliveries: mpsc::UnboundedReceiver<Delivery>,
+    /// What is queued for the client now.
+    queued: Arc<QueueGauge>,
     /// Packet ids of QoS 1 deliveries not yet acknowledged.
     inflight: HashSet<u16>,
     /// Packet ids of QoS 2 publishes received, waiting for PUBREL.
@@ -284,16 +294,21 @@ impl Session<'_> {
         let mut deadline = Instant::now() + grace;
         loop {
             let can_send = self.inflight.len() < self.settings.max_inflight;
+            // Flow control: while the client is behind on its deliveries and can take more,
+            // its own packets wait (a client publishing what it is subscribed to slows down
+            // to the pace it reads at). With its window full it is read, for its PUBACKs.
+            let behind = can_send && self.queued.len() >= self.settings.queue;
             tokio::select! {
                 biased;
                 _ = kick.cancelled() => return Ok(End::Kicked),
-                packet = wire.read_packet() => {
+                packet = wire.read_packet(), if !behind => {
                     deadline = Instant::now() + grace;
                     if let Some(end) = self.handle(wire, packet?).await? {
                         return Ok(end);
                     }
                 }
                 Some(delivery) = self.deliveries.recv(), if can_send => {
+                    self.queued.taken(&delivery);
                     self.deliver(wire, delivery).await?;
                 }
                 _ = tokio::time::sleep_until(deadline) => return Err(ConnError::Idle),
@@ -466,7 +481,15 @@ impl Session<'_> {
         if delivery.qos != QoS::AtMostOnce {
             self.inflight.insert(publish.pkid);
         }
-        wire.write_packet(Packet::Publish(publish)).await
+        match tokio::time::timeout(
+            self.settings.slow_reader_timeout,
+            wire.write_packet(Packet::Publish(publish)),
+        )
+        .await
+        {
+            Ok(written) => written,
+            Err(_) => Err(ConnError::SlowReader),
+        }
     }
 
     fn next_packet_id(&mut self) -> u16 {

@@ -60,8 +60,13 @@ use wire::WireLimits;
 pub struct BrokerOptions {
     /// Who may log in and which topics each client may use (anyone, everything, by default).
     pub access: crate::access::AccessPolicy,
-    /// Deliveries queued per client (`mqttSessionQueueSize`) before they are dropped.
+    /// Deliveries queued for a client (`mqttSessionQueueSize`) past which its connection stops
+    /// reading the client's own packets until it catches up (flow control; nothing is dropped).
     pub queue: usize,
+    /// Bytes queued for one client past which it is cut off as too slow (16 MiB).
+    pub max_queued_bytes: usize,
+    /// How long a write to a client may stall (it stopped reading) before it is cut off (30 s).
+    pub slow_reader_timeout: Duration,
     /// Largest whole packet accepted or sent.
     pub max_packet: usize,
     /// Bytes of large partial packets all connections may hold together.
@@ -131,6 +136,8 @@ impl Default for BrokerOptions {
         BrokerOptions {
             access: crate::access::AccessPolicy::open(),
             queue: 100,
+            max_queued_bytes: 16 * 1024 * 1024,
+            slow_reader_timeout: Duration::from_secs(30),
             max_packet: 1024 * 1024 + 64 * 1024,
             max_pending_bytes: 64 * 1024 * 1024,
             packet_timeout: Duration::from_secs(10),
@@ -198,7 +205,9 @@ impl EmbeddedBroker {
         let settings = Arc::new(ConnectionSettings {
             access: options.access,
             stats: stats.clone(),
-            queue: options.queue,
+            queue: options.queue.max(1),
+            max_queued_bytes: options.max_queued_bytes.max(options.max_packet),
+            slow_reader_timeout: options.slow_reader_timeout,
             max_inflight: options.max_inflight.max(1),
             connect_timeout: options.connect_timeout,
             idle_timeout: options.idle_timeout,
@@ -297,7 +306,7 @@ impl EmbeddedBroker {
     pub fn local_link(&self, deliveries: mpsc::Sender<Delivery>) -> LocalLink {
         let attachment = self.router.attach(
             LOCAL_CLIENT_ID,
-            deliveries,
+            router::Outlet::Eventbus(deliveries),
             ClientKind::Eventbus,
             &self.token,
         );
@@ -481,8 +490,8 @@ impl LocalLink {
         self.router.unsubscribe(self.generation, filter);
     }
 
-    /// Publishes to every matching client; never waits (a full queue loses the delivery,
-    /// counted), since the module publishing here is the one that drains its own queue.
+    /// Publishes to every matching client; never waits, since the module publishing here is
+    /// the one that drains its own queue (network clients' queues take every delivery).
     pub fn publish(&self, topic: &str, payload: Bytes, qos: QoS, retain: bool) {
         self.router.publish(topic, payload, qos, retain, false);
     }

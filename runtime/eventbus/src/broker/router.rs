@@ -2,15 +2,19 @@
 //! retained messages.
 //!
 //! One mutex guards it all. Subscriptions are indexed by topic level ([`super::trie`]), so
-//! routing costs the matching subscriptions, not every filter held. Fan-out only does
-//! `try_send` into each client's bounded queue, so the lock is held for microseconds and never
-//! across an await; a network client whose queue is full loses that delivery (counted) instead
-//! of slowing every publisher down. The eventbus's own queue is different: a QoS 1/2 delivery
-//! that does not fit is handed back to the publisher ([`Pending`]), which waits for room before
-//! it acknowledges — an acknowledged message is never lost on its way to the bus.
+//! routing costs the matching subscriptions, not every filter held. Fan-out never waits, so the
+//! lock is held for microseconds and never across an await:
+//! - a network client's queue ([`ClientQueue`]) takes every delivery: nothing is dropped for a
+//!   client that reads. Its connection flow-controls itself (it stops reading the client's own
+//!   packets while its queue is over `mqttSessionQueueSize`), and a client whose queue passes
+//!   `max_queued_bytes` — it reads slower than messages arrive — is cut off, counted and logged
+//!   with its id, never silently shortened;
+//! - the eventbus's own queue is bounded: a QoS 1/2 delivery that does not fit is handed back to
+//!   the publisher ([`Pending`]), which waits for room before it acknowledges — an acknowledged
+//!   message is never lost on its way to the bus.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -39,23 +43,136 @@ pub struct Delivery {
 /// What kind of client attaches, which decides what happens when its queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClientKind {
-    /// A network client: a full queue loses the delivery (counted), so one slow subscriber
-    /// never slows publishers down; at most `max_filters` subscriptions.
+    /// A network client: its queue takes every delivery up to `max_queued_bytes`, past which
+    /// the client is cut off; at most `max_filters` subscriptions.
     Network {
         /// `wedge.broker.maxFiltersPerClient`.
         max_filters: usize,
+        /// Bytes (topics and payloads) queued for the client before it is cut off as too slow.
+        max_queued_bytes: usize,
     },
     /// The eventbus's own link: a QoS 1/2 publisher waits for room in its queue before it is
     /// acknowledged, so an acknowledged message always reaches the bus.
     Eventbus,
 }
 
+/// Where a client's deliveries go.
+pub(crate) enum Outlet {
+    /// A network client's queue.
+    Network(ClientQueue),
+    /// The eventbus's bounded queue.
+    Eventbus(mpsc::Sender<Delivery>),
+}
+
+/// A network client's delivery queue: unbounded as a channel, bounded by the bytes it holds,
+/// which both ends count (the connection reads [`ClientQueue::len`] to flow-control itself).
+#[derive(Clone)]
+pub(crate) struct ClientQueue {
+    tx: mpsc::UnboundedSender<Delivery>,
+    gauge: Arc<QueueGauge>,
+}
+
+/// What a [`ClientQueue`] holds now.
+#[derive(Debug, Default)]
+pub(crate) struct QueueGauge {
+    messages: AtomicUsize,
+    bytes: AtomicUsize,
+}
+
+impl QueueGauge {
+    /// Deliveries queued.
+    pub fn len(&self) -> usize {
+        self.messages.load(Ordering::Relaxed)
+    }
+
+    /// Bytes queued.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts `delivery` out of the queue (the connection took it).
+    pub fn taken(&self, delivery: &Delivery) {
+        self.messages.fetch_sub(1, Ordering::Relaxed);
+        self.bytes.fetch_sub(delivery.size(), Ordering::Relaxed);
+    }
+}
+
+/// A new client queue: the router's end, the connection's receiver, and the shared gauge.
+pub(crate) fn client_queue() -> (
+    ClientQueue,
+    mpsc::UnboundedReceiver<Delivery>,
+    Arc<QueueGauge>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let gauge = Arc::new(QueueGauge::default());
+    (
+        ClientQueue {
+            tx,
+            gauge: gauge.clone(),
+        },
+        rx,
+        gauge,
+    )
+}
+
+impl Delivery {
+    /// The bytes it holds in a queue (topic and payload).
+    pub fn size(&self) -> usize {
+        self.topic.len() + self.payload.len()
+    }
+}
+
 struct Client {
     id: String,
-    tx: mpsc::Sender<Delivery>,
+    outlet: Outlet,
     filters: HashMap<String, QoS>,
     kick: CancellationToken,
     kind: ClientKind,
+}
+
+impl Client {
+    /// Queues `delivery` for a network client, or cuts the client off when it is `max` bytes
+    /// behind. Returns the delivery when the outlet is the eventbus's (the caller decides).
+    fn offer(
+        &self,
+        delivery: Delivery,
+        stats: &Stats,
+    ) -> Result<(), (mpsc::Sender<Delivery>, Delivery)> {
+        match &self.outlet {
+            Outlet::Eventbus(tx) => Err((tx.clone(), delivery)),
+            Outlet::Network(queue) => {
+                let max = match self.kind {
+                    ClientKind::Network {
+                        max_queued_bytes, ..
+                    } => max_queued_bytes,
+                    ClientKind::Eventbus => usize::MAX,
+                };
+                if self.kick.is_cancelled() {
+                    return Ok(());
+                }
+                let size = delivery.size();
+                if queue.gauge.bytes().saturating_add(size) > max {
+                    stats.broker.closed(super::stats::Closed::SlowReader);
+                    tracing::warn!(
+                        client_id = %self.id,
+                        queued = queue.gauge.len(),
+                        queued_bytes = queue.gauge.bytes(),
+                        "client cut off: it reads slower than its messages arrive (its queue is full)"
+                    );
+                    self.kick.cancel();
+                    return Ok(());
+                }
+                queue.gauge.messages.fetch_add(1, Ordering::Relaxed);
+                queue.gauge.bytes.fetch_add(size, Ordering::Relaxed);
+                if queue.tx.send(delivery).is_err() {
+                    // The connection is gone: nothing will take it out.
+                    queue.gauge.messages.fetch_sub(1, Ordering::Relaxed);
+                    queue.gauge.bytes.fetch_sub(size, Ordering::Relaxed);
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 struct State {
@@ -137,7 +254,7 @@ impl Router {
     pub fn attach(
         &self,
         client_id: &str,
-        tx: mpsc::Sender<Delivery>,
+        outlet: Outlet,
         kind: ClientKind,
         parent: &CancellationToken,
     ) -> Attachment {
@@ -153,7 +270,7 @@ impl Router {
             generation,
             Client {
                 id: client_id.to_owned(),
-                tx,
+                outlet,
                 filters: HashMap::new(),
                 kick: kick.clone(),
                 kind,
@@ -196,7 +313,7 @@ impl Router {
         let Some(client) = clients.get_mut(&generation) else {
             return Ok(granted);
         };
-        if let ClientKind::Network { max_filters } = client.kind
+        if let ClientKind::Network { max_filters, .. } = client.kind
             && client.filters.len() >= max_filters
             && !client.filters.contains_key(filter)
         {
@@ -215,7 +332,9 @@ impl Router {
                 qos: min_qos(stored_qos, granted),
                 retain: true,
             };
-            if client.tx.try_send(delivery).is_err() {
+            if let Err((tx, delivery)) = client.offer(delivery, &self.stats)
+                && tx.try_send(delivery).is_err()
+            {
                 self.stats.broker_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -237,8 +356,8 @@ impl Router {
     /// QoS), storing or clearing it as retained when `retain` is set.
     ///
     /// A QoS 1/2 delivery to the eventbus that finds its queue full is returned when `can_wait`
-    /// (the publisher sends it, waiting, before it acknowledges); otherwise, as every full
-    /// network client's, it is dropped and counted.
+    /// (the publisher sends it, waiting, before it acknowledges); otherwise it is dropped and
+    /// counted. Network clients' deliveries are always queued (or the client cut off).
     pub fn publish(
         &self,
         topic: &str,
@@ -285,26 +404,24 @@ impl Router {
                 qos: min_qos(qos, sub_qos),
                 retain: false,
             };
-            match client.tx.try_send(delivery) {
+            let Err((tx, delivery)) = client.offer(delivery, &self.stats) else {
+                continue;
+            };
+            match tx.try_send(delivery) {
                 Ok(()) | Err(TrySendError::Closed(_)) => {}
                 Err(TrySendError::Full(delivery)) => {
-                    if client.kind == ClientKind::Eventbus {
-                        if delivery.qos != QoS::AtMostOnce && can_wait {
-                            pending.push(Pending {
-                                tx: client.tx.clone(),
-                                delivery,
-                            });
-                            continue;
-                        }
-                        if delivery.qos == QoS::AtMostOnce {
-                            self.stats.broker.shed_qos0.fetch_add(1, Ordering::Relaxed);
-                        }
+                    if delivery.qos != QoS::AtMostOnce && can_wait {
+                        pending.push(Pending { tx, delivery });
+                        continue;
+                    }
+                    if delivery.qos == QoS::AtMostOnce {
+                        self.stats.broker.shed_qos0.fetch_add(1, Ordering::Relaxed);
                     }
                     self.stats.broker_dropped.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(
                         client_id = %client.id,
                         topic = %topic,
-                        "client queue full; message dropped for this client"
+                        "eventbus queue full; message dropped"
                     );
                 }
             }
@@ -339,7 +456,15 @@ pub(crate) fn min_qos(a: QoS, b: QoS) -> QoS {
 mod tests {
     use super::*;
 
-    const NET: ClientKind = ClientKind::Network { max_filters: 3 };
+    const NET: ClientKind = ClientKind::Network {
+        max_filters: 3,
+        max_queued_bytes: 1 << 20,
+    };
+
+    fn network() -> (Outlet, mpsc::UnboundedReceiver<Delivery>) {
+        let (queue, rx, _) = client_queue();
+        (Outlet::Network(queue), rx)
+    }
 
     fn router() -> Router {
         Router::new(Arc::default(), 10, 1 << 20)
@@ -349,7 +474,7 @@ mod tests {
     fn routes_once_with_best_qos_and_keeps_retained() {
         let r = router();
         let token = CancellationToken::new();
-        let (tx, mut rx) = mpsc::channel(10);
+        let (tx, mut rx) = network();
         let a = r.attach("c", tx, NET, &token);
         let g = a.generation;
         r.subscribe(g, "$hw/events/device/+/+/twin/+", QoS::AtMostOnce)
@@ -400,10 +525,10 @@ mod tests {
         let r = router();
         let token = CancellationToken::new();
         let (tx, mut rx) = mpsc::channel(1);
-        let bus = r.attach("$bus", tx, ClientKind::Eventbus, &token);
+        let bus = r.attach("$bus", Outlet::Eventbus(tx), ClientKind::Eventbus, &token);
         r.subscribe(bus.generation, "t/#", QoS::AtLeastOnce)
             .unwrap();
-        let (ntx, _nrx) = mpsc::channel(1);
+        let (ntx, mut nrx) = network();
         let net = r.attach("n", ntx, NET, &token);
         r.subscribe(net.generation, "t/#", QoS::AtLeastOnce)
             .unwrap();
@@ -413,8 +538,11 @@ mod tests {
         assert_eq!(pending.len(), 1, "only the eventbus's delivery waits");
         assert!(p(QoS::AtMostOnce).is_empty());
         assert_eq!(r.stats.broker.shed_qos0.load(Ordering::Relaxed), 1);
-        // 1 QoS 1 + 1 QoS 0 for the full network client, 1 QoS 0 for the eventbus.
-        assert_eq!(r.stats.broker_dropped.load(Ordering::Relaxed), 3);
+        // Only the eventbus's QoS 0 copy: the network client got all three.
+        assert_eq!(r.stats.broker_dropped.load(Ordering::Relaxed), 1);
+        for _ in 0..3 {
+            assert!(nrx.try_recv().is_ok());
+        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -430,8 +558,8 @@ mod tests {
     fn takeover_kicks_the_old_connection() {
         let r = router();
         let token = CancellationToken::new();
-        let (tx1, _rx1) = mpsc::channel(1);
-        let (tx2, mut rx2) = mpsc::channel(1);
+        let (tx1, _rx1) = network();
+        let (tx2, mut rx2) = network();
         let first = r.attach("c", tx1, NET, &token);
         r.subscribe(first.generation, "x", QoS::AtMostOnce).unwrap();
         let second = r.attach("c", tx2, NET, &token);
@@ -446,5 +574,33 @@ mod tests {
         assert_eq!(r.stats.broker_clients.load(Ordering::Relaxed), 1);
         r.detach("c", second.generation);
         assert_eq!(r.stats.broker_clients.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_client_that_falls_too_far_behind_is_cut_off_not_shortened() {
+        let r = router();
+        let token = CancellationToken::new();
+        let (queue, mut rx, gauge) = client_queue();
+        let kind = ClientKind::Network {
+            max_filters: 3,
+            max_queued_bytes: 100,
+        };
+        let c = r.attach("slow", Outlet::Network(queue), kind, &token);
+        r.subscribe(c.generation, "t", QoS::AtLeastOnce).unwrap();
+        let payload = Bytes::from(vec![0u8; 29]);
+        for _ in 0..3 {
+            r.publish("t", payload.clone(), QoS::AtLeastOnce, false, true);
+        }
+        assert_eq!((gauge.len(), gauge.bytes()), (3, 90));
+        assert!(!c.kick.is_cancelled());
+        // The fourth would take it past 100 bytes: cut off, counted; nothing is dropped
+        // quietly from what it was given.
+        r.publish("t", payload, QoS::AtLeastOnce, false, true);
+        assert!(c.kick.is_cancelled());
+        assert_eq!(gauge.len(), 3);
+        assert_eq!(r.stats.broker_dropped.load(Ordering::Relaxed), 0);
+        let d = rx.try_recv().unwrap();
+        gauge.taken(&d);
+        assert_eq!((gauge.len(), gauge.bytes()), (2, 60));
     }
 }

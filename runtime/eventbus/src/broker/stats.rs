@@ -20,15 +20,19 @@ pub(crate) enum Closed {
     ConnectionLimit,
     /// A failed (or too slow) TLS handshake on the TLS listener.
     TlsHandshake,
+    /// Read slower than its messages arrived: its queue passed its byte cap, or a write to it
+    /// stalled past the deadline.
+    SlowReader,
 }
 
-const CLOSED: [(Closed, &str); 6] = [
+const CLOSED: [(Closed, &str); 7] = [
     (Closed::PacketTooLarge, "packet_too_large"),
     (Closed::PacketTimeout, "packet_timeout"),
     (Closed::ConnectTimeout, "connect_timeout"),
     (Closed::Idle, "idle"),
     (Closed::ConnectionLimit, "connection_limit"),
     (Closed::TlsHandshake, "tls_handshake"),
+    (Closed::SlowReader, "slow_reader"),
 ];
 
 /// Why the broker refused a CONNECT (the CONNACK's return code in brackets).
@@ -60,7 +64,7 @@ const LOGINS_REFUSED: [(LoginRefused, &str); 5] = [
 /// The embedded broker's own counters.
 #[derive(Debug, Default)]
 pub struct BrokerStats {
-    closed: [AtomicU64; 6],
+    closed: [AtomicU64; 7],
     logins_refused: [AtomicU64; 5],
     /// `accept` failures (EMFILE and the like); the loop backs off and goes on.
     pub(crate) accept_errors: AtomicU64,

@@ -45,6 +45,8 @@ pub(crate) enum ConnError {
     Protocol(&'static str),
     #[error("closed by the client")]
     Eof,
+    #[error("stopped reading: a write stalled past the slow-reader deadline")]
+    SlowReader,
 }
 
 /// A client's byte stream: a TCP socket, or TLS over one.

@@ -41,6 +41,9 @@ pub struct Plan {
     pub publishers: usize,
     /// Result subscriber connections.
     pub subscribers: usize,
+    /// One connection does it all (`--one-connection`): it publishes the updates and is
+    /// subscribed to every result, as a KubeEdge mapper is.
+    pub one_connection: bool,
     /// QoS of the updates.
     pub pub_qos: QoS,
     /// QoS of the result subscriptions.
@@ -388,7 +391,12 @@ pub async fn run(plan: Plan) -> Result<Outcome> {
 
     // Subscribers first, so that no result is published before someone listens.
     let mut readies = Vec::new();
-    for index in 0..plan.subscribers {
+    let subscribers = if plan.one_connection {
+        0
+    } else {
+        plan.subscribers
+    };
+    for index in 0..subscribers {
         let name = format!("twin-load-sub-{tag}-{index}");
         let (client, events) = AsyncClient::new(options(name.clone(), &plan, 100), 1024);
         let filters = subscriber_filters(index, plan.subscribers, plan.devices)
@@ -414,7 +422,31 @@ pub async fn run(plan: Plan) -> Result<Outcome> {
     };
     let mut clients = Vec::new();
     let mut readies = Vec::new();
-    for index in 0..plan.publishers {
+    if plan.one_connection {
+        let name = format!("twin-load-{tag}");
+        let (client, events) = AsyncClient::new(options(name.clone(), &plan, inflight), 10_000);
+        let filters = subscriber_filters(0, 1, plan.devices)
+            .into_iter()
+            .map(|f| SubscribeFilter::new(f, plan.sub_qos))
+            .collect();
+        let (ready, readied) = oneshot::channel();
+        drivers.spawn(drive_subscriber(
+            events,
+            client.clone(),
+            filters,
+            name,
+            ready,
+            tracker.clone(),
+        ));
+        all_ready("the connection", vec![readied], &tracker).await?;
+        clients.push(client);
+    }
+    let publishers = if plan.one_connection {
+        0
+    } else {
+        plan.publishers
+    };
+    for index in 0..publishers {
         let name = format!("twin-load-pub-{tag}-{index}");
         let (client, events) = AsyncClient::new(options(name.clone(), &plan, inflight), 10_000);
         let (ready, readied) = oneshot::channel();
