@@ -793,3 +793,96 @@ fn a_slow_reader_loses_nothing_and_only_slows_itself() {
     assert_eq!(dropped, 0.0, "nothing dropped");
     assert_eq!(cut, 0.0, "a client that reads is never cut off");
 }
+
+/// Issue 29, part 2: a client with CleanSession=0 keeps its session across connections, as
+/// KubeEdge's broker and mosquitto keep it. It subscribes, gets one QoS 1 message it does not
+/// acknowledge, and goes away; two QoS 1 and one QoS 0 message are published meanwhile. Back
+/// with CleanSession=0 it is told `session present`, gets the unacknowledged message again
+/// flagged DUP, then the two it missed, without subscribing again; the QoS 0 one is not kept
+/// ([MQTT-3.1.2-4], [MQTT-3.1.2-5], [MQTT-3.2.2-2], [MQTT-4.4.0-1]).
+#[test]
+fn a_persistent_session_keeps_subscriptions_and_messages_while_the_client_is_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = node(dir.path(), "", "");
+    let port = node.mqtt_port;
+    let persistent = |id: &str| {
+        let mut o = options(id, port);
+        o.set_clean_session(false);
+        o.set_manual_acks(true);
+        o
+    };
+    let (present, got) = runtime().block_on(async move {
+        let (keeper, mut keeper_loop) = AsyncClient::new(persistent("keeper"), 16);
+        keeper.subscribe("keep/t", QoS::AtLeastOnce).await.unwrap();
+        loop {
+            if let Event::Incoming(Packet::SubAck(_)) = keeper_loop.poll().await.unwrap() {
+                break;
+            }
+        }
+        let (publisher, mut publisher_loop) = AsyncClient::new(options("keep-publisher", port), 16);
+        tokio::spawn(async move { while publisher_loop.poll().await.is_ok() {} });
+        publisher
+            .publish("keep/t", QoS::AtLeastOnce, false, "m1")
+            .await
+            .unwrap();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(10), keeper_loop.poll())
+                .await
+                .expect("m1 arrives")
+                .unwrap();
+            if let Event::Incoming(Packet::Publish(p)) = event {
+                assert_eq!(p.payload, "m1");
+                break;
+            }
+        }
+        // Away without acknowledging m1.
+        drop(keeper_loop);
+        drop(keeper);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for (payload, qos) in [
+            ("m2", QoS::AtLeastOnce),
+            ("q0", QoS::AtMostOnce),
+            ("m3", QoS::AtLeastOnce),
+        ] {
+            publisher
+                .publish("keep/t", qos, false, payload)
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (keeper, mut keeper_loop) = AsyncClient::new(persistent("keeper"), 16);
+        let mut present = None;
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            match tokio::time::timeout(Duration::from_secs(10), keeper_loop.poll()).await {
+                Ok(Ok(Event::Incoming(Packet::ConnAck(ack)))) => {
+                    present = Some(ack.session_present)
+                }
+                Ok(Ok(Event::Incoming(Packet::Publish(p)))) => {
+                    got.push((String::from_utf8_lossy(&p.payload).into_owned(), p.dup));
+                    keeper.ack(&p).await.unwrap();
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => panic!("the returning client lost its connection: {e}"),
+                Err(_) => break,
+            }
+        }
+        // Nothing else comes (q0 was not kept).
+        if let Ok(Ok(Event::Incoming(Packet::Publish(p)))) =
+            tokio::time::timeout(Duration::from_millis(500), keeper_loop.poll()).await
+        {
+            got.push((String::from_utf8_lossy(&p.payload).into_owned(), p.dup));
+        }
+        (present, got)
+    });
+    assert_eq!(present, Some(true), "session present on return");
+    assert_eq!(
+        got,
+        [
+            ("m1".to_owned(), true),
+            ("m2".to_owned(), false),
+            ("m3".to_owned(), false)
+        ],
+        "m1 again (DUP), then what was missed; no QoS 0"
+    );
+}

@@ -1,7 +1,6 @@
 //! One MQTT 3.1.1 client connection of the embedded broker: CONNECT and log-in, then packets in
 //! and deliveries out until the client leaves, times out, is taken over, or the broker stops.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::router::{ClientKind, Delivery, Outlet, QueueGauge, Router, SubscribeRefused};
+use super::router::{ClientKind, Delivery, Router, SessionStore, SubscribeRefused};
 use super::stats::{Closed, LoginRefused};
 use super::wire::{ConnError, Transport, Wire, WireLimits, delivered_size};
 use crate::access::{AccessPolicy, Grant, Refusal};
@@ -169,35 +168,38 @@ pub(crate) async fn serve(
         }
     };
 
-    let (queue, rx, gauge) = super::router::client_queue();
     let kind = ClientKind::Network {
         max_filters: settings.max_filters,
         max_queued_bytes: settings.max_queued_bytes,
     };
-    let attachment = router.attach(&client_id, Outlet::Network(queue), kind, &token);
-    // Sessions are not persisted: every session starts clean, so `session present` is 0.
+    let attachment = router.attach(&client_id, connect.clean_session, None, kind, &token);
+    let Some(store) = attachment.store.clone() else {
+        return;
+    };
+    // A connection that was taken over lets go of the queue as it ends (it was kicked).
+    let mut deliveries = tokio::select! {
+        rx = store.rx.lock() => rx,
+        _ = attachment.kick.cancelled() => return,
+    };
     let mut session = Session {
         client_id: &client_id,
         generation: attachment.generation,
         router: &router,
         settings: &settings,
-        deliveries: rx,
-        queued: gauge,
-        inflight: HashSet::new(),
-        awaiting_release: HashSet::new(),
-        next_pkid: 0,
+        deliveries: &mut deliveries,
+        store: &store,
         keep_alive: Duration::from_secs(u64::from(connect.keep_alive)),
         grant,
     };
     let ended = match wire
         .write_packet(Packet::ConnAck(ConnAck::new(
             ConnectReturnCode::Success,
-            false,
+            attachment.present,
         )))
         .await
     {
         Ok(()) => {
-            tracing::debug!(%peer, client_id = %client_id, "client connected");
+            tracing::debug!(%peer, client_id = %client_id, present = attachment.present, "client connected");
             // Racing the whole session against the kick also interrupts a write stuck on a
             // client that stopped reading, so takeover and shutdown are never held up.
             tokio::select! {
@@ -207,7 +209,8 @@ pub(crate) async fn serve(
         }
         Err(e) => Err(e),
     };
-    router.detach(&client_id, attachment.generation);
+    drop(deliveries);
+    router.detach(&client_id, attachment.generation, attachment.connection);
     match ended {
         Ok(End::Clean) => tracing::debug!(client_id = %client_id, "client disconnected"),
         Ok(End::Kicked) => tracing::debug!(client_id = %client_id, "connection closed by broker"),
@@ -268,14 +271,9 @@ struct Session<'a> {
     generation: u64,
     router: &'a Router,
     settings: &'a ConnectionSettings,
-    deliveries: mpsc::UnboundedReceiver<Delivery>,
-    /// What is queued for the client now.
-    queued: Arc<QueueGauge>,
-    /// Packet ids of QoS 1 deliveries not yet acknowledged.
-    inflight: HashSet<u16>,
-    /// Packet ids of QoS 2 publishes received, waiting for PUBREL.
-    awaiting_release: HashSet<u16>,
-    next_pkid: u16,
+    deliveries: &'a mut mpsc::UnboundedReceiver<Delivery>,
+    /// The session's queue gauge and packet ids (kept across connections when persistent).
+    store: &'a SessionStore,
     keep_alive: Duration,
     /// What the access policy lets this client do.
     grant: Grant,
@@ -292,12 +290,22 @@ impl Session<'_> {
             (self.keep_alive + self.keep_alive / 2).min(self.settings.idle_timeout)
         };
         let mut deadline = Instant::now() + grace;
+        // A resumed session: what was sent and not acknowledged goes again, flagged DUP, in
+        // the order it was first sent (MQTT-4.4.0-1).
+        let again: Vec<(u16, Delivery)> = self.store.book().unacked.clone();
+        for (pkid, delivery) in again {
+            let mut publish =
+                Publish::from_bytes(delivery.topic.as_ref(), delivery.qos, delivery.payload);
+            publish.pkid = pkid;
+            publish.dup = true;
+            self.write_delivery(wire, publish).await?;
+        }
         loop {
-            let can_send = self.inflight.len() < self.settings.max_inflight;
+            let can_send = self.store.book().unacked.len() < self.settings.max_inflight;
             // Flow control: while the client is behind on its deliveries and can take more,
             // its own packets wait (a client publishing what it is subscribed to slows down
             // to the pace it reads at). With its window full it is read, for its PUBACKs.
-            let behind = can_send && self.queued.len() >= self.settings.queue;
+            let behind = can_send && self.store.gauge.len() >= self.settings.queue;
             tokio::select! {
                 biased;
                 _ = kick.cancelled() => return Ok(End::Kicked),
@@ -308,7 +316,7 @@ impl Session<'_> {
                     }
                 }
                 Some(delivery) = self.deliveries.recv(), if can_send => {
-                    self.queued.taken(&delivery);
+                    self.store.gauge.taken(&delivery);
                     self.deliver(wire, delivery).await?;
                 }
                 _ = tokio::time::sleep_until(deadline) => return Err(ConnError::Idle),
@@ -340,7 +348,7 @@ impl Session<'_> {
                                 .await?;
                         }
                         QoS::ExactlyOnce => {
-                            self.awaiting_release.insert(publish.pkid);
+                            self.store.book().awaiting_release.insert(publish.pkid);
                             wire.write_packet(Packet::PubRec(PubRec::new(publish.pkid)))
                                 .await?;
                         }
@@ -357,7 +365,8 @@ impl Session<'_> {
                     QoS::ExactlyOnce => {
                         let pkid = publish.pkid;
                         // A re-sent QoS 2 publish is routed once.
-                        if self.awaiting_release.insert(pkid) {
+                        let first = self.store.book().awaiting_release.insert(pkid);
+                        if first {
                             self.route(publish).await;
                         }
                         wire.write_packet(Packet::PubRec(PubRec::new(pkid))).await?;
@@ -365,12 +374,12 @@ impl Session<'_> {
                 }
             }
             Packet::PubRel(release) => {
-                self.awaiting_release.remove(&release.pkid);
+                self.store.book().awaiting_release.remove(&release.pkid);
                 wire.write_packet(Packet::PubComp(PubComp::new(release.pkid)))
                     .await?;
             }
             Packet::PubAck(ack) => {
-                self.inflight.remove(&ack.pkid);
+                self.store.book().unacked.retain(|(p, _)| *p != ack.pkid);
             }
             Packet::Subscribe(subscribe) => {
                 let codes = subscribe
@@ -458,12 +467,16 @@ impl Session<'_> {
     }
 
     async fn deliver(&mut self, wire: &mut Wire, delivery: Delivery) -> Result<(), ConnError> {
-        let mut publish =
-            Publish::from_bytes(delivery.topic.as_ref(), delivery.qos, delivery.payload);
+        // Bytes is a shared buffer: the copy kept for redelivery costs a reference count.
+        let mut publish = Publish::from_bytes(
+            delivery.topic.as_ref(),
+            delivery.qos,
+            delivery.payload.clone(),
+        );
         publish.retain = delivery.retain;
         if delivery.qos != QoS::AtMostOnce {
             // Set before the size check: the packet id is part of what is sent.
-            publish.pkid = self.next_packet_id();
+            publish.pkid = self.store.book().next_packet_id();
         }
         if publish.size() > wire.max_packet() {
             self.router
@@ -479,8 +492,13 @@ impl Session<'_> {
             return Ok(());
         }
         if delivery.qos != QoS::AtMostOnce {
-            self.inflight.insert(publish.pkid);
+            self.store.book().unacked.push((publish.pkid, delivery));
         }
+        self.write_delivery(wire, publish).await
+    }
+
+    /// Writes a delivery, cutting the client off when the write stalls past the deadline.
+    async fn write_delivery(&self, wire: &mut Wire, publish: Publish) -> Result<(), ConnError> {
         match tokio::time::timeout(
             self.settings.slow_reader_timeout,
             wire.write_packet(Packet::Publish(publish)),
@@ -489,15 +507,6 @@ impl Session<'_> {
         {
             Ok(written) => written,
             Err(_) => Err(ConnError::SlowReader),
-        }
-    }
-
-    fn next_packet_id(&mut self) -> u16 {
-        loop {
-            self.next_pkid = self.next_pkid.wrapping_add(1).max(1);
-            if !self.inflight.contains(&self.next_pkid) {
-                return self.next_pkid;
-            }
         }
     }
 }

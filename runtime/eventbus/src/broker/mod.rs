@@ -306,13 +306,15 @@ impl EmbeddedBroker {
     pub fn local_link(&self, deliveries: mpsc::Sender<Delivery>) -> LocalLink {
         let attachment = self.router.attach(
             LOCAL_CLIENT_ID,
-            router::Outlet::Eventbus(deliveries),
+            true,
+            Some(router::Outlet::Eventbus(deliveries)),
             ClientKind::Eventbus,
             &self.token,
         );
         LocalLink {
             router: self.router.clone(),
             generation: attachment.generation,
+            connection: attachment.connection,
         }
     }
 
@@ -474,6 +476,7 @@ async fn accept_loop(
 pub struct LocalLink {
     router: Arc<Router>,
     generation: u64,
+    connection: u64,
 }
 
 impl LocalLink {
@@ -499,6 +502,7 @@ impl LocalLink {
 
 impl Drop for LocalLink {
     fn drop(&mut self) {
-        self.router.detach(LOCAL_CLIENT_ID, self.generation);
+        self.router
+            .detach(LOCAL_CLIENT_ID, self.generation, self.connection);
     }
 }

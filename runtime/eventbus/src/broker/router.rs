@@ -115,6 +115,66 @@ pub(crate) fn client_queue() -> (
     )
 }
 
+/// What a client's session keeps beyond one connection: its queue and, for QoS 1/2, the
+/// deliveries sent and not yet acknowledged and the QoS 2 publishes awaiting release. A
+/// persistent session (CleanSession=0) keeps it while the client is away; its next
+/// connection takes it over ([`Attachment::store`]).
+pub(crate) struct SessionStore {
+    /// The deliveries queued for the client; the connection serving it holds the lock.
+    pub rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Delivery>>,
+    /// What the queue holds.
+    pub gauge: Arc<QueueGauge>,
+    /// Packet-id bookkeeping.
+    pub book: Mutex<Book>,
+}
+
+/// A session's packet ids.
+#[derive(Default)]
+pub(crate) struct Book {
+    /// QoS 1 deliveries sent and not acknowledged, in the order sent: sent again (DUP) when a
+    /// persistent session's client comes back.
+    pub unacked: Vec<(u16, Delivery)>,
+    /// The last packet id given.
+    pub next_pkid: u16,
+    /// QoS 2 publishes received, waiting for PUBREL.
+    pub awaiting_release: std::collections::HashSet<u16>,
+}
+
+impl Book {
+    /// A packet id no unacknowledged delivery holds.
+    pub fn next_packet_id(&mut self) -> u16 {
+        loop {
+            self.next_pkid = self.next_pkid.wrapping_add(1).max(1);
+            let id = self.next_pkid;
+            if !self.unacked.iter().any(|(p, _)| *p == id) {
+                return id;
+            }
+        }
+    }
+}
+
+impl SessionStore {
+    /// The bookkeeping; never held across an await.
+    pub fn book(&self) -> MutexGuard<'_, Book> {
+        self.book
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A new session: the router's end of its queue and the store its connections share.
+pub(crate) fn new_session() -> (ClientQueue, Arc<SessionStore>) {
+    let (queue, rx, gauge) = client_queue();
+    (
+        queue,
+        Arc::new(SessionStore {
+            rx: tokio::sync::Mutex::new(rx),
+            gauge,
+            book: Mutex::default(),
+        }),
+    )
+}
+
 impl Delivery {
     /// The bytes it holds in a queue (topic and payload).
     pub fn size(&self) -> usize {
@@ -128,6 +188,15 @@ struct Client {
     filters: HashMap<String, QoS>,
     kick: CancellationToken,
     kind: ClientKind,
+    /// CleanSession=0: the session outlives its connections.
+    persistent: bool,
+    /// A connection serves it now (a persistent session's client may be away).
+    online: bool,
+    /// Which connection serves (or last served) it: a connection that was taken over does
+    /// not detach its successor.
+    connection: u64,
+    /// The session's store, for the connections that take it over.
+    store: Option<Arc<SessionStore>>,
 }
 
 impl Client {
@@ -147,11 +216,24 @@ impl Client {
                     } => max_queued_bytes,
                     ClientKind::Eventbus => usize::MAX,
                 };
-                if self.kick.is_cancelled() {
-                    return Ok(());
-                }
                 let size = delivery.size();
-                if queue.gauge.bytes().saturating_add(size) > max {
+                if !self.online {
+                    // Kept for a client away from its persistent session: QoS 1/2 only (QoS 0
+                    // is not queued for an absent client, as mosquitto does by default), up to
+                    // the same bytes; beyond, counted.
+                    if delivery.qos == QoS::AtMostOnce {
+                        return Ok(());
+                    }
+                    if queue.gauge.bytes().saturating_add(size) > max {
+                        stats
+                            .broker
+                            .session_overflow
+                            .fetch_add(1, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                } else if self.kick.is_cancelled() {
+                    return Ok(());
+                } else if queue.gauge.bytes().saturating_add(size) > max {
                     stats.broker.closed(super::stats::Closed::SlowReader);
                     tracing::warn!(
                         client_id = %self.id,
@@ -187,10 +269,16 @@ struct State {
 
 /// A client's place in the router, returned by [`Router::attach`].
 pub(crate) struct Attachment {
-    /// Tells this attachment from a later one under the same client id.
+    /// The session's key in the router (kept across a persistent session's connections).
     pub generation: u64,
+    /// This connection, for [`Router::detach`].
+    pub connection: u64,
     /// Fires when another connection takes the client id over, or the broker stops.
     pub kick: CancellationToken,
+    /// The session's store (a network client's).
+    pub store: Option<Arc<SessionStore>>,
+    /// A persistent session was there and is resumed (CONNACK's session present).
+    pub present: bool,
 }
 
 /// A delivery to the eventbus that found its queue full: the publisher sends it (waiting for
@@ -249,49 +337,112 @@ impl Router {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers `client_id` with its delivery queue, taking the id over from any connection
-    /// that holds it (MQTT-3.1.4-2): the old one is kicked and loses its subscriptions now.
+    /// Registers `client_id`, taking the id over from any connection that holds it
+    /// (MQTT-3.1.4-2: the old one is kicked). A network client with `clean_session` false
+    /// resumes its persistent session when there is one (its filters, queue and unacknowledged
+    /// deliveries); otherwise any old session is discarded and a new one begins, persistent
+    /// unless `clean_session`. The eventbus's link passes its own `outlet`.
     pub fn attach(
         &self,
         client_id: &str,
-        outlet: Outlet,
+        clean_session: bool,
+        outlet: Option<Outlet>,
         kind: ClientKind,
         parent: &CancellationToken,
     ) -> Attachment {
         let kick = parent.child_token();
         let mut state = self.state();
         state.next_generation += 1;
-        let generation = state.next_generation;
-        if let Some(previous) = state.ids.insert(client_id.to_owned(), generation) {
-            tracing::info!(client_id, "client id taken over by a new connection");
+        let connection = state.next_generation;
+        if let Some(previous) = state.ids.get(client_id).copied() {
+            let resume = state.clients.get_mut(&previous).filter(|c| {
+                if c.online {
+                    tracing::info!(client_id, "client id taken over by a new connection");
+                    c.kick.cancel();
+                }
+                !clean_session && c.persistent
+            });
+            if let Some(c) = resume {
+                c.kick = kick.clone();
+                c.online = true;
+                c.connection = connection;
+                c.kind = kind;
+                let store = c.store.clone();
+                self.count(&state);
+                return Attachment {
+                    generation: previous,
+                    connection,
+                    kick,
+                    store,
+                    present: true,
+                };
+            }
+            state.ids.remove(client_id);
             remove_client(&mut state, previous);
         }
+        let (outlet, store) = match outlet {
+            Some(outlet) => (outlet, None),
+            None => {
+                let (queue, store) = new_session();
+                (Outlet::Network(queue), Some(store))
+            }
+        };
+        state.ids.insert(client_id.to_owned(), connection);
         state.clients.insert(
-            generation,
+            connection,
             Client {
                 id: client_id.to_owned(),
                 outlet,
                 filters: HashMap::new(),
                 kick: kick.clone(),
                 kind,
+                persistent: !clean_session && kind != ClientKind::Eventbus,
+                online: true,
+                connection,
+                store: store.clone(),
             },
         );
-        self.stats
-            .broker_clients
-            .store(state.clients.len() as u64, Ordering::Relaxed);
-        Attachment { generation, kick }
+        self.count(&state);
+        Attachment {
+            generation: connection,
+            connection,
+            kick,
+            store,
+            present: false,
+        }
     }
 
-    /// Removes a client, unless its id has been taken over since.
-    pub fn detach(&self, client_id: &str, generation: u64) {
-        let mut state = self.state();
-        if state.ids.get(client_id) == Some(&generation) {
-            state.ids.remove(client_id);
-        }
-        remove_client(&mut state, generation);
+    fn count(&self, state: &State) {
+        let online = state.clients.values().filter(|c| c.online).count();
         self.stats
             .broker_clients
-            .store(state.clients.len() as u64, Ordering::Relaxed);
+            .store(online as u64, Ordering::Relaxed);
+        self.stats
+            .broker
+            .sessions_parked
+            .store((state.clients.len() - online) as u64, Ordering::Relaxed);
+    }
+
+    /// The connection `connection` of session `generation` ended: a clean session goes with
+    /// its filters; a persistent one stays, its client away. Nothing happens when another
+    /// connection took the session over meanwhile.
+    pub fn detach(&self, client_id: &str, generation: u64, connection: u64) {
+        let mut state = self.state();
+        let Some(client) = state.clients.get_mut(&generation) else {
+            return;
+        };
+        if client.connection != connection {
+            return;
+        }
+        if client.persistent {
+            client.online = false;
+        } else {
+            if state.ids.get(client_id) == Some(&generation) {
+                state.ids.remove(client_id);
+            }
+            remove_client(&mut state, generation);
+        }
+        self.count(&state);
     }
 
     /// Adds a subscription and queues the retained messages it matches. Returns the QoS
@@ -475,7 +626,7 @@ mod tests {
         let r = router();
         let token = CancellationToken::new();
         let (tx, mut rx) = network();
-        let a = r.attach("c", tx, NET, &token);
+        let a = r.attach("c", true, Some(tx), NET, &token);
         let g = a.generation;
         r.subscribe(g, "$hw/events/device/+/+/twin/+", QoS::AtMostOnce)
             .unwrap();
@@ -525,11 +676,17 @@ mod tests {
         let r = router();
         let token = CancellationToken::new();
         let (tx, mut rx) = mpsc::channel(1);
-        let bus = r.attach("$bus", Outlet::Eventbus(tx), ClientKind::Eventbus, &token);
+        let bus = r.attach(
+            "$bus",
+            true,
+            Some(Outlet::Eventbus(tx)),
+            ClientKind::Eventbus,
+            &token,
+        );
         r.subscribe(bus.generation, "t/#", QoS::AtLeastOnce)
             .unwrap();
         let (ntx, mut nrx) = network();
-        let net = r.attach("n", ntx, NET, &token);
+        let net = r.attach("n", true, Some(ntx), NET, &token);
         r.subscribe(net.generation, "t/#", QoS::AtLeastOnce)
             .unwrap();
         let p = |qos| r.publish("t/x", Bytes::from_static(b"1"), qos, false, true);
@@ -560,9 +717,9 @@ mod tests {
         let token = CancellationToken::new();
         let (tx1, _rx1) = network();
         let (tx2, mut rx2) = network();
-        let first = r.attach("c", tx1, NET, &token);
+        let first = r.attach("c", true, Some(tx1), NET, &token);
         r.subscribe(first.generation, "x", QoS::AtMostOnce).unwrap();
-        let second = r.attach("c", tx2, NET, &token);
+        let second = r.attach("c", true, Some(tx2), NET, &token);
         assert!(first.kick.is_cancelled());
         assert!(!second.kick.is_cancelled());
         r.publish("x", Bytes::from_static(b"1"), QoS::AtMostOnce, false, false);
@@ -570,9 +727,9 @@ mod tests {
             rx2.try_recv().is_err(),
             "the old connection's filters went with it"
         );
-        r.detach("c", first.generation);
+        r.detach("c", first.generation, first.connection);
         assert_eq!(r.stats.broker_clients.load(Ordering::Relaxed), 1);
-        r.detach("c", second.generation);
+        r.detach("c", second.generation, second.connection);
         assert_eq!(r.stats.broker_clients.load(Ordering::Relaxed), 0);
     }
 
@@ -585,7 +742,7 @@ mod tests {
             max_filters: 3,
             max_queued_bytes: 100,
         };
-        let c = r.attach("slow", Outlet::Network(queue), kind, &token);
+        let c = r.attach("slow", true, Some(Outlet::Network(queue)), kind, &token);
         r.subscribe(c.generation, "t", QoS::AtLeastOnce).unwrap();
         let payload = Bytes::from(vec![0u8; 29]);
         for _ in 0..3 {
@@ -602,5 +759,62 @@ mod tests {
         let d = rx.try_recv().unwrap();
         gauge.taken(&d);
         assert_eq!((gauge.len(), gauge.bytes()), (2, 60));
+    }
+
+    #[test]
+    fn a_persistent_session_keeps_filters_and_qos1_messages_while_away() {
+        let r = router();
+        let token = CancellationToken::new();
+        let first = r.attach("p", false, None, NET, &token);
+        assert!(!first.present);
+        r.subscribe(first.generation, "t/#", QoS::AtLeastOnce)
+            .unwrap();
+        r.detach("p", first.generation, first.connection);
+        assert_eq!(r.stats.broker_clients.load(Ordering::Relaxed), 0);
+        assert_eq!(r.stats.broker.sessions_parked.load(Ordering::Relaxed), 1);
+        r.publish(
+            "t/a",
+            Bytes::from_static(b"kept"),
+            QoS::AtLeastOnce,
+            false,
+            true,
+        );
+        r.publish(
+            "t/a",
+            Bytes::from_static(b"not"),
+            QoS::AtMostOnce,
+            false,
+            true,
+        );
+        let again = r.attach("p", false, None, NET, &token);
+        assert!(again.present, "session present");
+        assert_eq!(again.generation, first.generation);
+        let store = again.store.clone().unwrap();
+        let mut rx = store.rx.try_lock().unwrap();
+        assert_eq!(rx.try_recv().unwrap().payload, Bytes::from_static(b"kept"));
+        assert!(
+            rx.try_recv().is_err(),
+            "QoS 0 is not kept for an absent client"
+        );
+        drop(rx);
+        // The old connection's late detach does not touch the resumed session.
+        r.detach("p", first.generation, first.connection);
+        assert_eq!(r.stats.broker_clients.load(Ordering::Relaxed), 1);
+        // CleanSession=1 discards it.
+        let clean = r.attach("p", true, None, NET, &token);
+        assert!(!clean.present);
+        assert!(again.kick.is_cancelled());
+        r.publish(
+            "t/a",
+            Bytes::from_static(b"x"),
+            QoS::AtLeastOnce,
+            false,
+            true,
+        );
+        let store = clean.store.unwrap();
+        assert!(
+            store.rx.try_lock().unwrap().try_recv().is_err(),
+            "the old filters went with the old session"
+        );
     }
 }

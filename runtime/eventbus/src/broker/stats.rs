@@ -72,6 +72,10 @@ pub struct BrokerStats {
     pub(crate) backpressure_waits: AtomicU64,
     /// QoS 0 messages for the eventbus dropped because its queue was full.
     pub(crate) shed_qos0: AtomicU64,
+    /// Messages for a client away from its persistent session not kept: its queue was full.
+    pub(crate) session_overflow: AtomicU64,
+    /// Persistent sessions kept for clients that are away.
+    pub(crate) sessions_parked: AtomicU64,
     /// Retained publishes delivered but not kept (topic or byte cap).
     pub(crate) retained_refused: AtomicU64,
     /// Payload bytes of the retained messages held.
@@ -167,6 +171,18 @@ impl BrokerStats {
                 "QoS 0 messages for the eventbus dropped because its queue was full.",
                 "counter",
                 &self.shed_qos0,
+            ),
+            (
+                "wedge_eventbus_broker_session_overflow_total",
+                "QoS 1 messages for a client away from its persistent session not kept: its queue was full.",
+                "counter",
+                &self.session_overflow,
+            ),
+            (
+                "wedge_eventbus_broker_sessions_parked",
+                "Persistent sessions (CleanSession=0) kept for clients that are away.",
+                "gauge",
+                &self.sessions_parked,
             ),
             (
                 "wedge_eventbus_broker_retained_refused_total",
