@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use rumqttc::mqttbytes::Error as CodecError;
 use rumqttc::{
-    ConnAck, ConnectReturnCode, Packet, PubAck, PubComp, PubRec, Publish, QoS, SubAck,
+    ConnAck, ConnectReturnCode, Packet, PubAck, PubComp, PubRec, PubRel, Publish, QoS, SubAck,
     SubscribeReasonCode, UnsubAck,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::router::{ClientKind, Delivery, Router, SessionStore, SubscribeRefused};
+use super::router::{ClientKind, Delivery, Router, SessionStore, SubscribeRefused, Unacked};
 use super::stats::{Closed, LoginRefused};
 use super::wire::{ConnError, Transport, Wire, WireLimits, delivered_size};
 use crate::access::{AccessPolicy, Grant, Refusal};
@@ -292,11 +292,16 @@ impl Session<'_> {
         let mut deadline = Instant::now() + grace;
         // A resumed session: what was sent and not acknowledged goes again, flagged DUP, in
         // the order it was first sent (MQTT-4.4.0-1).
-        let again: Vec<(u16, Delivery)> = self.store.book().unacked.clone();
-        for (pkid, delivery) in again {
-            let mut publish =
-                Publish::from_bytes(delivery.topic.as_ref(), delivery.qos, delivery.payload);
-            publish.pkid = pkid;
+        let again: Vec<Unacked> = self.store.book().unacked.clone();
+        for u in again {
+            if u.released {
+                wire.write_packet(Packet::PubRel(PubRel::new(u.pkid)))
+                    .await?;
+                continue;
+            }
+            let d = u.delivery;
+            let mut publish = Publish::from_bytes(d.topic.as_ref(), d.qos, d.payload);
+            publish.pkid = u.pkid;
             publish.dup = true;
             self.write_delivery(wire, publish).await?;
         }
@@ -379,7 +384,31 @@ impl Session<'_> {
                     .await?;
             }
             Packet::PubAck(ack) => {
-                self.store.book().unacked.retain(|(p, _)| *p != ack.pkid);
+                self.store
+                    .book()
+                    .unacked
+                    .retain(|u| u.pkid != ack.pkid || u.delivery.qos != QoS::AtLeastOnce);
+            }
+            // Our QoS 2 deliveries: PUBREC is answered with PUBREL (always, MQTT-4.3.3-1),
+            // PUBCOMP completes them.
+            Packet::PubRec(rec) => {
+                if let Some(u) = self
+                    .store
+                    .book()
+                    .unacked
+                    .iter_mut()
+                    .find(|u| u.pkid == rec.pkid && u.delivery.qos == QoS::ExactlyOnce)
+                {
+                    u.released = true;
+                }
+                wire.write_packet(Packet::PubRel(PubRel::new(rec.pkid)))
+                    .await?;
+            }
+            Packet::PubComp(comp) => {
+                self.store
+                    .book()
+                    .unacked
+                    .retain(|u| u.pkid != comp.pkid || u.delivery.qos != QoS::ExactlyOnce);
             }
             Packet::Subscribe(subscribe) => {
                 let codes = subscribe
@@ -420,8 +449,6 @@ impl Session<'_> {
             }
             Packet::PingReq => wire.write_packet(Packet::PingResp).await?,
             Packet::Disconnect => return Ok(Some(End::Clean)),
-            // We never send QoS 2, so PUBREC/PUBCOMP from a client answer nothing of ours.
-            Packet::PubRec(_) | Packet::PubComp(_) => {}
             Packet::Connect(_) => return Err(ConnError::Protocol("second CONNECT")),
             Packet::ConnAck(_) | Packet::SubAck(_) | Packet::UnsubAck(_) | Packet::PingResp => {
                 return Err(ConnError::Protocol("server-only packet from a client"));
@@ -492,7 +519,11 @@ impl Session<'_> {
             return Ok(());
         }
         if delivery.qos != QoS::AtMostOnce {
-            self.store.book().unacked.push((publish.pkid, delivery));
+            self.store.book().unacked.push(Unacked {
+                pkid: publish.pkid,
+                delivery,
+                released: false,
+            });
         }
         self.write_delivery(wire, publish).await
     }

@@ -128,12 +128,24 @@ pub(crate) struct SessionStore {
     pub book: Mutex<Book>,
 }
 
+/// A QoS 1/2 delivery in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct Unacked {
+    /// Its packet id.
+    pub pkid: u16,
+    /// What was sent.
+    pub delivery: Delivery,
+    /// QoS 2: PUBREC came and PUBREL was sent; PUBCOMP is awaited.
+    pub released: bool,
+}
+
 /// A session's packet ids.
 #[derive(Default)]
 pub(crate) struct Book {
-    /// QoS 1 deliveries sent and not acknowledged, in the order sent: sent again (DUP) when a
-    /// persistent session's client comes back.
-    pub unacked: Vec<(u16, Delivery)>,
+    /// QoS 1/2 deliveries sent and not completed, in the order sent: sent again when a
+    /// persistent session's client comes back (PUBLISH with DUP, or PUBREL for a QoS 2 one the
+    /// client already received).
+    pub unacked: Vec<Unacked>,
     /// The last packet id given.
     pub next_pkid: u16,
     /// QoS 2 publishes received, waiting for PUBREL.
@@ -146,7 +158,7 @@ impl Book {
         loop {
             self.next_pkid = self.next_pkid.wrapping_add(1).max(1);
             let id = self.next_pkid;
-            if !self.unacked.iter().any(|(p, _)| *p == id) {
+            if !self.unacked.iter().any(|u| u.pkid == id) {
                 return id;
             }
         }
@@ -308,8 +320,8 @@ pub(crate) struct Router {
     stats: Arc<Stats>,
 }
 
-/// The highest QoS the broker grants and delivers with (no outbound QoS 2 flow).
-pub(crate) const MAX_QOS: QoS = QoS::AtLeastOnce;
+/// The highest QoS the broker grants and delivers with.
+pub(crate) const MAX_QOS: QoS = QoS::ExactlyOnce;
 
 impl Router {
     /// An empty router that keeps at most `max_retained` retained topics and
