@@ -120,6 +120,11 @@ pub struct Acl {
     /// Topic patterns it may subscribe within.
     #[serde(default)]
     pub subscribe: Vec<String>,
+    /// Topic patterns it may neither publish to nor receive, even inside its other patterns
+    /// (mosquitto's `topic deny`): a subscription entirely inside one is refused, and a broader
+    /// subscription does not deliver what one covers.
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 impl Acl {
@@ -129,6 +134,7 @@ impl Acl {
         Acl {
             publish: vec!["#".to_owned()],
             subscribe: vec!["#".to_owned()],
+            deny: Vec::new(),
         }
     }
 
@@ -137,6 +143,7 @@ impl Acl {
         self.publish
             .iter()
             .chain(&self.subscribe)
+            .chain(&self.deny)
             .any(|p| p.contains(placeholder))
     }
 }
@@ -207,6 +214,8 @@ pub struct Grant {
     publish: Vec<String>,
     /// Its subscribe patterns, substituted.
     subscribe: Vec<String>,
+    /// Its deny patterns, substituted.
+    deny: Vec<String>,
     /// Who it is, for logs (`""` for anonymous).
     pub user: String,
 }
@@ -427,6 +436,7 @@ fn grant(acl: &Acl, user: &str, client_id: &str) -> Result<Grant, Refusal> {
     Ok(Grant {
         publish: fill(&acl.publish),
         subscribe: fill(&acl.subscribe),
+        deny: fill(&acl.deny),
         user: user.to_owned(),
     })
 }
@@ -437,19 +447,26 @@ impl Grant {
         Grant {
             publish: vec!["#".to_owned()],
             subscribe: vec!["#".to_owned()],
+            deny: Vec::new(),
             user: String::new(),
         }
     }
 
     /// Whether the client may publish to `topic`.
     pub fn may_publish(&self, topic: &str) -> bool {
-        self.publish.iter().any(|p| covers(p, topic))
+        self.publish.iter().any(|p| covers(p, topic)) && self.may_receive(topic)
+    }
+
+    /// Whether a message on `topic` may be delivered to the client (no deny pattern covers it).
+    pub fn may_receive(&self, topic: &str) -> bool {
+        !self.deny.iter().any(|d| covers(d, topic))
     }
 
     /// Whether the client may subscribe to `filter`: some pattern covers every topic the
     /// filter could match.
     pub fn may_subscribe(&self, filter: &str) -> bool {
         self.subscribe.iter().any(|p| covers(p, filter))
+            && !self.deny.iter().any(|d| covers(d, filter))
     }
 }
 

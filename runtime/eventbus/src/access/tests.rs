@@ -276,6 +276,7 @@ fn a_user_name_for_percent_u_must_be_a_literal_level() {
     let acl = Acl {
         publish: vec!["users/%u/#".to_owned()],
         subscribe: Vec::new(),
+        deny: Vec::new(),
     };
     // Users file names are checked at load; KubeEdge's user has no %u. Checked here as well.
     assert_eq!(
@@ -455,4 +456,20 @@ fn lanes_are_one_per_address_and_forgotten_once_unused() {
     assert!(lanes.len() <= throttle::MAX_TRACKED + 1, "{}", lanes.len());
     // A lane in use is kept through pruning.
     assert!(Arc::ptr_eq(&a, &lanes.lane(from(1))));
+}
+
+#[test]
+fn deny_patterns_win_over_allow_patterns() {
+    let acl = Acl {
+        publish: vec!["#".to_owned()],
+        subscribe: vec!["#".to_owned()],
+        deny: vec!["test/nosubscribe".to_owned()],
+    };
+    let g = grant(&acl, "", "c1").unwrap();
+    assert!(!g.may_subscribe("test/nosubscribe"));
+    assert!(!g.may_publish("test/nosubscribe"));
+    // A broader filter is granted, but what the deny pattern covers is not delivered on it.
+    assert!(g.may_subscribe("+/+"));
+    assert!(!g.may_receive("test/nosubscribe"));
+    assert!(g.may_receive("TopicA/B"));
 }

@@ -60,7 +60,11 @@ pub(super) fn read_users_file(
     let file: UsersFile = serde_norway::from_str(&text).map_err(|e| invalid(e.to_string()))?;
     let mut users = HashMap::new();
     let check_acl = |who: &str, acl: &Acl| -> Result<(), AccessError> {
-        for (kind, patterns) in [("publish", &acl.publish), ("subscribe", &acl.subscribe)] {
+        for (kind, patterns) in [
+            ("publish", &acl.publish),
+            ("subscribe", &acl.subscribe),
+            ("deny", &acl.deny),
+        ] {
             for p in patterns {
                 let probe = p.replace("%u", "u").replace("%c", "c");
                 if !valid_filter(&probe) {

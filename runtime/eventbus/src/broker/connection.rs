@@ -494,6 +494,10 @@ impl Session<'_> {
     }
 
     async fn deliver(&mut self, wire: &mut Wire, delivery: Delivery) -> Result<(), ConnError> {
+        if !self.grant.may_receive(&delivery.topic) {
+            self.denied(&delivery.topic, "delivery");
+            return Ok(());
+        }
         // Bytes is a shared buffer: the copy kept for redelivery costs a reference count.
         let mut publish = Publish::from_bytes(
             delivery.topic.as_ref(),
