@@ -78,11 +78,19 @@ pub(crate) async fn deliver(
     stats: std::sync::Arc<Stats>,
     cancel: CancellationToken,
 ) {
+    // A cloud message nobody takes is counted (`wedge_edgehub_undeliverable_total`) and said
+    // at warning level, the first at once and then once a minute with the count.
+    let mut said = wedge_core::log_limit::RepeatLimit::new(std::time::Duration::from_secs(60));
     loop {
         let (to, msg) = tokio::select! {
             _ = cancel.cancelled() => return,
             entry = queue.next() => entry,
         };
+        let (route, source, resource) = (
+            msg.route.group.clone(),
+            msg.route.source.clone(),
+            msg.route.resource.clone(),
+        );
         let delivered = match to {
             Dispatch::Reply => match bus.send_response(msg) {
                 None => true,
@@ -96,15 +104,32 @@ pub(crate) async fn deliver(
             },
             Dispatch::Group(group) => {
                 let n = bus.send_to_group(group, msg).await;
-                if n == 0 {
-                    tracing::debug!(group, "no module in group; cloud message dropped");
+                if n == 0
+                    && let Some(more) = said.check(std::time::Instant::now())
+                {
+                    tracing::warn!(
+                        group,
+                        source = %source,
+                        resource = %resource,
+                        dropped_before = more,
+                        "no module of the group runs; cloud message dropped"
+                    );
                 }
                 n > 0
             }
             Dispatch::Module(name) => match bus.send(name, msg).await {
                 Ok(()) => true,
                 Err(e) => {
-                    tracing::debug!("cloud message dropped: {e}");
+                    if let Some(more) = said.check(std::time::Instant::now()) {
+                        tracing::warn!(
+                            module = name,
+                            group = %route,
+                            source = %source,
+                            resource = %resource,
+                            dropped_before = more,
+                            "cloud message dropped: {e} (is the module enabled and built?)"
+                        );
+                    }
                     false
                 }
             },

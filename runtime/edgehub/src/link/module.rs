@@ -231,8 +231,12 @@ impl EdgeHub {
         }
         match route_inbound(&msg) {
             Dispatch::Drop => {
-                self.stats.undeliverable.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(group = %msg.route.group, source = %msg.route.source, "cloud message has no destination; dropped");
+                let n = self.stats.undeliverable.fetch_add(1, Ordering::Relaxed) + 1;
+                // Said at the 1st, 2nd, 4th, 8th... so a cloud that keeps sending them cannot
+                // flood the log; the counter has them all.
+                if n.is_power_of_two() {
+                    tracing::warn!(group = %msg.route.group, source = %msg.route.source, resource = %msg.route.resource, undeliverable_so_far = n, "cloud message has no destination; dropped");
+                }
             }
             to => self.enqueue(queue, to, msg),
         }
