@@ -14,7 +14,8 @@ use std::time::Duration;
 use super::duration::GoDuration;
 use super::kubelet::TailoredKubeletConfig;
 
-/// Signals edged reads and acts on.
+/// Signals edged reads and acts on, in the order the eviction manager weighs them (kubelet's:
+/// memory first).
 pub const EVICTION_SIGNALS: [&str; 6] = [
     "memory.available",
     "nodefs.available",

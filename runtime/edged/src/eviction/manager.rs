@@ -93,15 +93,9 @@ pub struct Manager {
     last_seen: [Option<Instant>; 3],
 }
 
-/// Kubelet's order of signals to act on: memory first.
-const PRIORITY: [&str; 6] = [
-    "memory.available",
-    "nodefs.available",
-    "nodefs.inodesFree",
-    "imagefs.available",
-    "imagefs.inodesFree",
-    "pid.available",
-];
+/// Kubelet's order of signals to act on: memory first, then the disk, then pids — the order
+/// the policy lists the signals it reads in.
+const PRIORITY: [&str; 6] = wedge_core::config::eviction::EVICTION_SIGNALS;
 
 impl Manager {
     /// A manager for `policy`, having seen nothing.
