@@ -78,7 +78,7 @@ pub(crate) async fn deliver(
     stats: std::sync::Arc<Stats>,
     cancel: CancellationToken,
 ) {
-    // A cloud message nobody takes is counted (`wedge_edgehub_undeliverable_total`) and said
+    // A cloud message nobody takes is counted (`wedge_edgehub_inbound_undeliverable_total`) and said
     // at warning level, the first at once and then once a minute with the count.
     let mut said = wedge_core::log_limit::RepeatLimit::new(std::time::Duration::from_secs(60));
     loop {
