@@ -2,13 +2,13 @@
 //! The module runs these on its timers (container GC every minute, image GC every 5 minutes);
 //! tests run them directly.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::time::{Interval, MissedTickBehavior};
 
 use crate::disk::{DiskError, DiskSource};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, ImageInfo};
 use crate::gc::{ContainerGcPolicy, ImageGcPolicy, ImagePlan, ImageRecords, containers_to_remove};
 use crate::module::EdgedSettings;
 
@@ -89,48 +89,42 @@ impl ImageGc {
     /// disk usage: the eviction manager's reclaim of the disk before it evicts a pod. Returns
     /// the bytes of the images removed.
     pub async fn collect_unused(&mut self, engine: &Engine, now: Instant) -> Result<u64, GcError> {
-        let images = engine.list_images().await?;
-        let in_use = engine.images_in_use().await?;
-        self.records.observe(&images, &in_use, now);
-        let eligible: Vec<(String, u64)> = self
+        let (images, in_use) = self.observe(engine, now).await?;
+        let eligible: Vec<String> = self
             .records
             .eligible(&self.policy, &in_use, now)
             .into_iter()
-            .map(|(id, size)| (id.clone(), size))
+            .map(|(id, _)| id.clone())
             .collect();
-        let mut freed = 0u64;
-        for (id, size) in eligible {
-            let Some(image) = images.iter().find(|i| i.id == id) else {
-                continue;
-            };
-            match engine.remove_image(image).await {
-                Ok(()) => {
-                    tracing::info!(image = %id, tags = ?image.tags, size, "unused image removed to relieve disk pressure");
-                    self.records.forget(&id);
-                    freed = freed.saturating_add(size);
-                }
-                Err(e) => tracing::warn!(image = %id, "unused image not removed: {e}"),
-            }
-        }
-        Ok(freed)
+        let removed = self.remove(engine, &images, &eligible).await;
+        Ok(images
+            .iter()
+            .filter(|i| removed.contains(&i.id))
+            .map(|i| i.size)
+            .sum())
     }
 
-    /// One pass at `now` (the records' clock: ages and last uses are measured in it).
-    pub async fn collect(
+    /// Lists the images and those in use, and records both at `now`.
+    async fn observe(
         &mut self,
         engine: &Engine,
         now: Instant,
-    ) -> Result<ImageGcReport, GcError> {
+    ) -> Result<(Vec<ImageInfo>, HashSet<String>), GcError> {
         let images = engine.list_images().await?;
         let in_use = engine.images_in_use().await?;
         self.records.observe(&images, &in_use, now);
-        let usage = self.disk.usage(engine).await?;
-        let plan = self
-            .records
-            .plan(&self.policy, usage, &in_use, now)
-            .ok_or(GcError::NoCapacity)?;
+        Ok((images, in_use))
+    }
+
+    /// Removes the images `ids` of `images` (a failure is logged and skipped); the ids removed.
+    async fn remove(
+        &mut self,
+        engine: &Engine,
+        images: &[ImageInfo],
+        ids: &[String],
+    ) -> Vec<String> {
         let mut removed = Vec::new();
-        for id in &plan.remove {
+        for id in ids {
             let Some(image) = images.iter().find(|i| &i.id == id) else {
                 continue;
             };
@@ -143,6 +137,22 @@ impl ImageGc {
                 Err(e) => tracing::warn!(image = %id, "unused image not removed: {e}"),
             }
         }
+        removed
+    }
+
+    /// One pass at `now` (the records' clock: ages and last uses are measured in it).
+    pub async fn collect(
+        &mut self,
+        engine: &Engine,
+        now: Instant,
+    ) -> Result<ImageGcReport, GcError> {
+        let (images, in_use) = self.observe(engine, now).await?;
+        let usage = self.disk.usage(engine).await?;
+        let plan = self
+            .records
+            .plan(&self.policy, usage, &in_use, now)
+            .ok_or(GcError::NoCapacity)?;
+        let removed = self.remove(engine, &images, &plan.remove).await;
         if plan.freed < plan.to_free {
             tracing::warn!(
                 used_percent = plan.used_percent,

@@ -754,15 +754,15 @@ impl SyncLoop {
             Ask::Evict {
                 uid,
                 message,
-                grace_seconds,
-            } => self.evict(uid, message, grace_seconds),
+                grace,
+            } => self.evict(uid, message, grace),
         }
     }
 
     /// Evicts the pod an eviction pass chose: `Failed`/`Evicted` with kubelet's message, a
-    /// Warning event, its containers killed with `grace_seconds` and its volumes removed; it is
+    /// Warning event, its containers killed with `grace` and its volumes removed; it is
     /// not started again.
-    fn evict(&mut self, uid: String, message: String, grace_seconds: i64) {
+    fn evict(&mut self, uid: String, message: String, grace: Duration) {
         let Some(d) = self.desired.get_mut(&uid).filter(|d| d.problem.is_none()) else {
             return;
         };
@@ -781,9 +781,7 @@ impl SyncLoop {
                 uid: uid.clone(),
                 pod: Some(d.pod.clone()),
                 state: Some(d.state.clone()),
-                grace: Some(Duration::from_secs(
-                    u64::try_from(grace_seconds).unwrap_or(1),
-                )),
+                grace: Some(grace),
                 confirm_deletion: false,
             },
         );

@@ -231,15 +231,17 @@ impl Manager {
         self.crossed(&key, signals, true).is_none()
     }
 
-    /// The grace period in seconds of a pod evicted for `reclaim`, whose own is `pod_grace`:
-    /// kubelet's 1 s for a hard threshold; for a soft one `evictionMaxPodGracePeriod`, or the
-    /// pod's own when shorter (at least 1 s).
-    pub fn pod_grace(&self, reclaim: &Reclaim, pod_grace: i64) -> i64 {
+    /// The grace period of a pod evicted for `reclaim`, whose own is `pod_grace`: kubelet's
+    /// 1 s for a hard threshold; for a soft one `evictionMaxPodGracePeriod`, or the pod's own
+    /// when shorter (at least 1 s).
+    pub fn pod_grace(&self, reclaim: &Reclaim, pod_grace: Duration) -> Duration {
+        let second = Duration::from_secs(1);
         if reclaim.hard {
-            1
-        } else {
-            self.policy.max_pod_grace_seconds.min(pod_grace).max(1)
+            return second;
         }
+        let max =
+            Duration::from_secs(u64::try_from(self.policy.max_pod_grace_seconds).unwrap_or(0));
+        max.min(pod_grace).max(second)
     }
 }
 
@@ -288,8 +290,14 @@ mod tests {
         let r = o.reclaim.expect("grace over");
         assert!(!r.hard);
         assert_eq!((r.threshold, r.available), (GI, GI / 2));
-        assert_eq!(m.pod_grace(&r, 600), 30);
-        assert_eq!(m.pod_grace(&r, 5), 5);
+        assert_eq!(
+            m.pod_grace(&r, Duration::from_secs(600)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            m.pod_grace(&r, Duration::from_secs(5)),
+            Duration::from_secs(5)
+        );
         // Back above threshold plus reclaim (1 GiB + 200 MiB): the clock starts again.
         let t1 = t0 + Duration::from_secs(70);
         assert_eq!(m.observe(&memory(2 * GI), t1).reclaim, None);
@@ -306,7 +314,10 @@ mod tests {
         let t0 = Instant::now();
         let r = m.observe(&memory(50 * MI), t0).reclaim.unwrap();
         assert!(r.hard);
-        assert_eq!(m.pod_grace(&r, 600), 1);
+        assert_eq!(
+            m.pod_grace(&r, Duration::from_secs(600)),
+            Duration::from_secs(1)
+        );
         // Above the threshold, short of threshold + minimum reclaim: still acting on it.
         let r = m
             .observe(&memory(150 * MI), t0 + Duration::from_secs(10))

@@ -36,8 +36,8 @@ pub(crate) enum Ask {
         uid: String,
         /// Its status message.
         message: String,
-        /// Seconds between SIGTERM and SIGKILL.
-        grace_seconds: i64,
+        /// Between SIGTERM and SIGKILL.
+        grace: Duration,
     },
 }
 
@@ -136,13 +136,14 @@ impl EvictionPass {
         let Some(victim) = candidates.first() else {
             return;
         };
-        let own = i64::try_from(victim.pod.termination_grace().as_secs()).unwrap_or(i64::MAX);
         let _ = self
             .asks
             .send(Ask::Evict {
                 uid: victim.uid.clone(),
                 message: rank::message(&reclaim, victim),
-                grace_seconds: self.manager.pod_grace(&reclaim, own),
+                grace: self
+                    .manager
+                    .pod_grace(&reclaim, victim.pod.termination_grace()),
             })
             .await;
     }
