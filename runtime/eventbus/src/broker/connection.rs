@@ -383,33 +383,15 @@ impl Session<'_> {
                 wire.write_packet(Packet::PubComp(PubComp::new(release.pkid)))
                     .await?;
             }
-            Packet::PubAck(ack) => {
-                self.store
-                    .book()
-                    .unacked
-                    .retain(|u| u.pkid != ack.pkid || u.delivery.qos != QoS::AtLeastOnce);
-            }
+            Packet::PubAck(ack) => self.store.book().complete(ack.pkid, QoS::AtLeastOnce),
             // Our QoS 2 deliveries: PUBREC is answered with PUBREL (always, MQTT-4.3.3-1),
             // PUBCOMP completes them.
             Packet::PubRec(rec) => {
-                if let Some(u) = self
-                    .store
-                    .book()
-                    .unacked
-                    .iter_mut()
-                    .find(|u| u.pkid == rec.pkid && u.delivery.qos == QoS::ExactlyOnce)
-                {
-                    u.released = true;
-                }
+                self.store.book().release(rec.pkid);
                 wire.write_packet(Packet::PubRel(PubRel::new(rec.pkid)))
                     .await?;
             }
-            Packet::PubComp(comp) => {
-                self.store
-                    .book()
-                    .unacked
-                    .retain(|u| u.pkid != comp.pkid || u.delivery.qos != QoS::ExactlyOnce);
-            }
+            Packet::PubComp(comp) => self.store.book().complete(comp.pkid, QoS::ExactlyOnce),
             Packet::Subscribe(subscribe) => {
                 let codes = subscribe
                     .filters

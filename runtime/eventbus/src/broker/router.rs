@@ -90,6 +90,12 @@ impl QueueGauge {
         self.bytes.load(Ordering::Relaxed)
     }
 
+    /// Counts `delivery` into the queue.
+    fn put(&self, delivery: &Delivery) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(delivery.size(), Ordering::Relaxed);
+    }
+
     /// Counts `delivery` out of the queue (the connection took it).
     pub fn taken(&self, delivery: &Delivery) {
         self.messages.fetch_sub(1, Ordering::Relaxed);
@@ -153,6 +159,23 @@ pub(crate) struct Book {
 }
 
 impl Book {
+    /// The client completed the `qos` delivery `pkid` (PUBACK for QoS 1, PUBCOMP for QoS 2).
+    pub fn complete(&mut self, pkid: u16, qos: QoS) {
+        self.unacked
+            .retain(|u| u.pkid != pkid || u.delivery.qos != qos);
+    }
+
+    /// The client received the QoS 2 delivery `pkid` (PUBREC): PUBCOMP is awaited now.
+    pub fn release(&mut self, pkid: u16) {
+        if let Some(u) = self
+            .unacked
+            .iter_mut()
+            .find(|u| u.pkid == pkid && u.delivery.qos == QoS::ExactlyOnce)
+        {
+            u.released = true;
+        }
+    }
+
     /// A packet id no unacknowledged delivery holds.
     pub fn next_packet_id(&mut self) -> u16 {
         loop {
@@ -212,59 +235,60 @@ struct Client {
 }
 
 impl Client {
-    /// Queues `delivery` for a network client, or cuts the client off when it is `max` bytes
-    /// behind. Returns the delivery when the outlet is the eventbus's (the caller decides).
+    /// Where `delivery` goes: queued for a network client (or the client cut off when it is too
+    /// far behind), or handed back with the eventbus's queue, whose caller decides.
     fn offer(
         &self,
         delivery: Delivery,
         stats: &Stats,
-    ) -> Result<(), (mpsc::Sender<Delivery>, Delivery)> {
+    ) -> Option<(&mpsc::Sender<Delivery>, Delivery)> {
         match &self.outlet {
-            Outlet::Eventbus(tx) => Err((tx.clone(), delivery)),
+            Outlet::Eventbus(tx) => Some((tx, delivery)),
             Outlet::Network(queue) => {
-                let max = match self.kind {
-                    ClientKind::Network {
-                        max_queued_bytes, ..
-                    } => max_queued_bytes,
-                    ClientKind::Eventbus => usize::MAX,
-                };
-                let size = delivery.size();
-                if !self.online {
-                    // Kept for a client away from its persistent session: QoS 1/2 only (QoS 0
-                    // is not queued for an absent client, as mosquitto does by default), up to
-                    // the same bytes; beyond, counted.
-                    if delivery.qos == QoS::AtMostOnce {
-                        return Ok(());
-                    }
-                    if queue.gauge.bytes().saturating_add(size) > max {
-                        stats
-                            .broker
-                            .session_overflow
-                            .fetch_add(1, Ordering::Relaxed);
-                        return Ok(());
-                    }
-                } else if self.kick.is_cancelled() {
-                    return Ok(());
-                } else if queue.gauge.bytes().saturating_add(size) > max {
-                    stats.broker.closed(super::stats::Closed::SlowReader);
-                    tracing::warn!(
-                        client_id = %self.id,
-                        queued = queue.gauge.len(),
-                        queued_bytes = queue.gauge.bytes(),
-                        "client cut off: it reads slower than its messages arrive (its queue is full)"
-                    );
-                    self.kick.cancel();
-                    return Ok(());
-                }
-                queue.gauge.messages.fetch_add(1, Ordering::Relaxed);
-                queue.gauge.bytes.fetch_add(size, Ordering::Relaxed);
-                if queue.tx.send(delivery).is_err() {
-                    // The connection is gone: nothing will take it out.
-                    queue.gauge.messages.fetch_sub(1, Ordering::Relaxed);
-                    queue.gauge.bytes.fetch_sub(size, Ordering::Relaxed);
-                }
-                Ok(())
+                self.queue(queue, delivery, stats);
+                None
             }
+        }
+    }
+
+    /// Queues `delivery` for this network client. While it is connected, a queue that would
+    /// pass `max_queued_bytes` cuts it off; while it is away from its persistent session, QoS 0
+    /// is not kept (as mosquitto by default) and what would pass the cap is counted as overflow.
+    fn queue(&self, queue: &ClientQueue, delivery: Delivery, stats: &Stats) {
+        if self.online && self.kick.is_cancelled() {
+            return;
+        }
+        if !self.online && delivery.qos == QoS::AtMostOnce {
+            return;
+        }
+        let max = match self.kind {
+            ClientKind::Network {
+                max_queued_bytes, ..
+            } => max_queued_bytes,
+            ClientKind::Eventbus => usize::MAX,
+        };
+        if queue.gauge.bytes().saturating_add(delivery.size()) > max {
+            if self.online {
+                stats.broker.closed(super::stats::Closed::SlowReader);
+                tracing::warn!(
+                    client_id = %self.id,
+                    queued = queue.gauge.len(),
+                    queued_bytes = queue.gauge.bytes(),
+                    "client cut off: it reads slower than its messages arrive (its queue is full)"
+                );
+                self.kick.cancel();
+            } else {
+                stats
+                    .broker
+                    .session_overflow
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        queue.gauge.put(&delivery);
+        if let Err(returned) = queue.tx.send(delivery) {
+            // The session is gone: nothing will take it out.
+            queue.gauge.taken(&returned.0);
         }
     }
 }
@@ -495,7 +519,7 @@ impl Router {
                 qos: min_qos(stored_qos, granted),
                 retain: true,
             };
-            if let Err((tx, delivery)) = client.offer(delivery, &self.stats)
+            if let Some((tx, delivery)) = client.offer(delivery, &self.stats)
                 && tx.try_send(delivery).is_err()
             {
                 self.stats.broker_dropped.fetch_add(1, Ordering::Relaxed);
@@ -567,14 +591,17 @@ impl Router {
                 qos: min_qos(qos, sub_qos),
                 retain: false,
             };
-            let Err((tx, delivery)) = client.offer(delivery, &self.stats) else {
+            let Some((tx, delivery)) = client.offer(delivery, &self.stats) else {
                 continue;
             };
             match tx.try_send(delivery) {
                 Ok(()) | Err(TrySendError::Closed(_)) => {}
                 Err(TrySendError::Full(delivery)) => {
                     if delivery.qos != QoS::AtMostOnce && can_wait {
-                        pending.push(Pending { tx, delivery });
+                        pending.push(Pending {
+                            tx: tx.clone(),
+                            delivery,
+                        });
                         continue;
                     }
                     if delivery.qos == QoS::AtMostOnce {
