@@ -283,9 +283,14 @@ fn kubectl_ok(bed: &Bed, args: &[&str]) -> Result<String> {
     bed.kubectl.run(&bounded(args), None)
 }
 
-/// Reads `child`'s stdout lines on a thread; what arrived within `window` is returned and
-/// the child is killed.
-fn lines_within(mut child: Child, window: Duration) -> Result<Vec<(Duration, String)>> {
+/// Reads `child`'s stdout lines on a thread until `enough` says the lines so far are enough
+/// or `deadline` passes, then kills the child. The deadline is generous (a loaded CI machine
+/// may take seconds to set up a stream); what is asserted is what arrived, not how fast.
+fn lines_until(
+    mut child: Child,
+    deadline: Duration,
+    enough: impl Fn(&[(Duration, String)]) -> bool,
+) -> Result<Vec<(Duration, String)>> {
     let stdout = child.stdout.take().context("no stdout")?;
     let (tx, rx) = mpsc::channel();
     let started = Instant::now();
@@ -298,11 +303,15 @@ fn lines_within(mut child: Child, window: Duration) -> Result<Vec<(Duration, Str
         }
     });
     let mut lines = Vec::new();
-    while let Some(left) = window.checked_sub(started.elapsed()) {
+    while let Some(left) = deadline.checked_sub(started.elapsed()) {
         match rx.recv_timeout(left) {
-            Ok(line) => lines.push(line),
-            Err(mpsc::RecvTimeoutError::Timeout) => break,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Ok(line) => {
+                lines.push(line);
+                if enough(&lines) {
+                    break;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
     let _ = child.kill();
@@ -312,12 +321,18 @@ fn lines_within(mut child: Child, window: Duration) -> Result<Vec<(Duration, Str
     }
     let _ = child.wait();
     if lines.is_empty() && !err.trim().is_empty() {
-        bail!("no output; kubectl said: {}", err.trim());
+        bail!("no output in {deadline:?}; kubectl said: {}", err.trim());
     }
     Ok(lines)
 }
 
-/// A kubectl that streams (`logs -f`, `attach`), its output piped for [`lines_within`].
+/// At least `n` `line N` lines, each one more than the one before.
+fn consecutive(lines: &[(Duration, String)], n: usize) -> bool {
+    let numbers: Vec<u64> = lines.iter().filter_map(|(_, l)| line_number(l)).collect();
+    numbers.len() >= n && numbers.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
+/// A kubectl that streams (`logs -f`, `attach`), its output piped for [`lines_until`].
 fn streaming(bed: &Bed, args: &[&str]) -> Result<Child> {
     Ok(kubectl_command(bed, args)
         .stdout(Stdio::piped())
@@ -386,11 +401,10 @@ fn logs_with_kubectls_options(bed: &Bed, node: &StreamNode) -> Result<()> {
 fn logs_follow_streams_new_lines(bed: &Bed, node: &StreamNode) -> Result<()> {
     let pod = talker(node);
     let child = streaming(bed, &["logs", "-f", &pod, "-c", "main", "--tail=1"])?;
-    let lines = lines_within(child, Duration::from_secs(4))?;
-    let numbers: Vec<u64> = lines.iter().filter_map(|(_, l)| line_number(l)).collect();
+    let lines = lines_until(child, Duration::from_secs(20), |l| consecutive(l, 8))?;
     ensure!(
-        numbers.len() >= 8 && numbers.windows(2).all(|w| w[1] == w[0] + 1),
-        "kubectl logs -f gave {lines:?} in 4 s (a line is written every 0.2 s)"
+        consecutive(&lines, 8),
+        "kubectl logs -f gave {lines:?} in 20 s (a line is written every 0.2 s)"
     );
     Ok(())
 }
@@ -580,11 +594,10 @@ fn exec_it_runs_an_interactive_shell_on_a_tty(bed: &Bed, node: &StreamNode) -> R
 fn attach_streams_the_main_process(bed: &Bed, node: &StreamNode) -> Result<()> {
     let pod = talker(node);
     let child = streaming(bed, &["attach", &pod, "-c", "main"])?;
-    let lines = lines_within(child, Duration::from_secs(4))?;
-    let numbers: Vec<u64> = lines.iter().filter_map(|(_, l)| line_number(l)).collect();
+    let lines = lines_until(child, Duration::from_secs(20), |l| consecutive(l, 5))?;
     ensure!(
-        numbers.len() >= 5 && numbers.windows(2).all(|w| w[1] == w[0] + 1),
-        "kubectl attach gave {lines:?} in 4 s"
+        consecutive(&lines, 5),
+        "kubectl attach gave {lines:?} in 20 s (a line is written every 0.2 s)"
     );
     Ok(())
 }
@@ -776,11 +789,13 @@ fn wasm_pod_checks(bed: &Bed, node: &StreamNode, pod: &str, device: &str) -> Res
          protocolName: virtual\n      configData: {{}}\n",
         node = node.node.name,
     ))?;
-    let lines = lines_within(follow, Duration::from_secs(10))?;
+    let shows_device = |l: &[(Duration, String)]| {
+        l.iter()
+            .any(|(_, l)| l.starts_with("INFO simulating") && l.contains(device))
+    };
+    let lines = lines_until(follow, Duration::from_secs(20), shows_device)?;
     ensure!(
-        lines
-            .iter()
-            .any(|(_, l)| l.starts_with("INFO simulating") && l.contains(device)),
+        shows_device(&lines),
         "kubectl logs -f of the Wasm pod did not show the new device: {lines:?}"
     );
     let exec = kubectl(bed, &["exec", pod, "-c", "thermometer", "--", "true"], None)?;
