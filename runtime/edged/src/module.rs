@@ -338,6 +338,8 @@ struct SyncLoop {
     container_gc: Option<tokio::task::JoinHandle<()>>,
     /// The pod evicted last: no other is evicted while its containers are still going.
     evicted_last: Option<String>,
+    /// When the pod evicted last was removed (containers and volumes gone).
+    evicted_removed_at: Option<Instant>,
     /// Last status sent per pod uid.
     reported: HashMap<String, String>,
     /// Pods whose last status the cloud did not take: sent again by the periodic sync.
@@ -749,6 +751,7 @@ impl SyncLoop {
                     candidates,
                     listed: self.snapshot.as_ref().map(|(_, listed)| listed.clone()),
                     busy,
+                    evicted_removed_at: self.evicted_removed_at,
                 });
             }
             Ask::Evict {
@@ -931,6 +934,9 @@ impl SyncLoop {
             && outcome.ok
         {
             self.killing.remove(&uid);
+            if self.evicted_last.as_deref() == Some(uid.as_str()) {
+                self.evicted_removed_at = Some(now);
+            }
             if !self.desired.contains_key(&uid) {
                 self.last_done.remove(&uid);
                 self.directory.remove(&uid);
@@ -1074,6 +1080,7 @@ impl Module for Edged {
             relist_results,
             container_gc: None,
             evicted_last: None,
+            evicted_removed_at: None,
             reported: HashMap::new(),
             refused: Default::default(),
             refused_said: Default::default(),

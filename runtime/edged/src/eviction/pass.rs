@@ -24,6 +24,9 @@ pub(crate) struct PodsNow {
     pub listed: Option<Arc<Vec<ManagedContainer>>>,
     /// The pod evicted last is still being removed: no other goes meanwhile.
     pub busy: bool,
+    /// When the pod evicted last was removed: a node read before then does not show what
+    /// its removal freed.
+    pub evicted_removed_at: Option<Instant>,
 }
 
 /// What a pass asks of edged's loop.
@@ -106,6 +109,7 @@ impl EvictionPass {
     }
 
     async fn pass(&mut self) {
+        let read_at = Instant::now();
         let (Some(reclaim), signals) = self.observe().await else {
             return;
         };
@@ -126,7 +130,11 @@ impl EvictionPass {
             return;
         }
         let Ok(pods) = pods.await else { return };
-        if pods.busy || pods.candidates.is_empty() {
+        // As kubelet waits for an evicted pod's cleanup before it looks again: a pod whose
+        // removal ended after the node was read has freed what this read still counts, so
+        // the next pass (reading afresh) decides.
+        let stale = pods.evicted_removed_at.is_some_and(|at| at >= read_at);
+        if pods.busy || stale || pods.candidates.is_empty() {
             return;
         }
         let Some(mut candidates) = self.measure(&reclaim, pods).await else {
