@@ -15,6 +15,7 @@ mod dmi;
 mod join;
 mod lease;
 mod pods;
+mod router;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -29,6 +30,8 @@ pub struct Bed {
     pub cloud: RealCloud,
     /// The Wedge node joined to it.
     pub node: RealNode,
+    /// The node's servicebus port (`modules.serviceBus.port`).
+    pub servicebus_port: u16,
 }
 
 /// One check: it gets the test bed and says what went wrong.
@@ -111,6 +114,10 @@ fn main() -> ExitCode {
             ),
         ),
         (
+            "rules_carry_messages_through_eventbus_and_servicebus",
+            Box::new(router::rules_carry_messages_through_eventbus_and_servicebus),
+        ),
+        (
             "twin_reports_through_an_outage_end_at_the_edges_value",
             Box::new(device::twin_reports_through_an_outage_end_at_the_edges_value),
         ),
@@ -140,10 +147,22 @@ fn main() -> ExitCode {
 }
 
 fn setup() -> Result<Bed> {
+    // CloudCore's router, for the rules check.
+    // SAFETY: no other thread exists yet; up.sh reads it from the environment it inherits.
+    unsafe { std::env::set_var("CLOUD_MODULES", "router") };
     let cloud = RealCloud::start()?;
     let mut options = RealNodeOptions::new("wedge-conformance");
-    // KubeEdge's default is off; the events check needs them.
-    options.sets = vec!["modules.edged.reportEvent=true".into()];
+    let servicebus_port = wedge_tests::free_port();
+    options.sets = vec![
+        // KubeEdge's default is off; the events check needs them.
+        "modules.edged.reportEvent=true".into(),
+        "modules.serviceBus.enable=true".into(),
+        format!("modules.serviceBus.port={servicebus_port}"),
+    ];
     let node = RealNode::join(&cloud, options)?;
-    Ok(Bed { cloud, node })
+    Ok(Bed {
+        cloud,
+        node,
+        servicebus_port,
+    })
 }

@@ -59,6 +59,9 @@ pub struct CloudPorts {
     pub tunnel: u16,
     /// CloudCore's monitor port.
     pub monitor: u16,
+    /// The router's REST port (open when `CLOUD_MODULES` has `router` and a `rest`
+    /// RuleEndpoint exists).
+    pub router: u16,
 }
 
 /// A running real cloud; stopped (and its state removed) on drop.
@@ -99,6 +102,7 @@ impl RealCloud {
             stream: free_port(),
             tunnel: free_port(),
             monitor: free_port(),
+            router: free_port(),
         };
         let cloud = RealCloud {
             shared,
@@ -127,6 +131,7 @@ impl RealCloud {
             ("STREAM_PORT", p.stream.to_string()),
             ("TUNNEL_PORT", p.tunnel.to_string()),
             ("MONITOR_PORT", p.monitor.to_string()),
+            ("ROUTER_PORT", p.router.to_string()),
         ]
     }
 

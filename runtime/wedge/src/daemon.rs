@@ -149,6 +149,17 @@ async fn run_node(
         sources.push(eventbus.clone());
         supervisor.spawn(eventbus)?;
     }
+    // ServiceBus (the router's rest ↔ servicebus rules) before edgehub: edgehub's first
+    // connection broadcast must find it on the bus.
+    if modules.service_bus.enable {
+        store
+            .migrate(wedge_servicebus::COMPONENT, wedge_servicebus::MIGRATIONS)
+            .await?;
+        let settings = wedge_servicebus::ServiceBusSettings::from_config(&modules.service_bus);
+        let servicebus = Arc::new(wedge_servicebus::ServiceBus::new(store.clone(), settings));
+        sources.push(servicebus.clone());
+        supervisor.spawn(servicebus)?;
+    }
     // The cloud outbox is opened before the modules that write into it: devicetwin stores its
     // cloud messages there in the same transaction as the twin change they report.
     let outbox = if modules.edge_hub.enable {
@@ -294,16 +305,11 @@ async fn run_node(
         sources.push(stream.stats());
         stream_task = Some(tokio::spawn(stream.run(stop_stream.clone())));
     }
-    for (name, enabled) in [
-        ("serviceBus", modules.service_bus.enable),
-        ("taskManager", modules.task_manager.enable),
-    ] {
-        if enabled {
-            tracing::info!(
-                module = name,
-                "enabled in the config but not part of this build yet; skipped"
-            );
-        }
+    if modules.task_manager.enable {
+        tracing::info!(
+            module = "taskManager",
+            "enabled in the config but not part of this build yet; skipped"
+        );
     }
 
     let admin_metrics = Arc::new(crate::admin_server::AdminMetrics::default());

@@ -34,7 +34,6 @@ const IGNORED: &[&str] = &[
     "modules.edged",
     "modules.metaManager.contextSendGroup",
     "modules.metaManager.metaServer",
-    "modules.serviceBus",
     "modules.taskManager",
 ];
 

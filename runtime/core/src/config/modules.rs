@@ -293,11 +293,11 @@ impl Default for DeviceTwin {
 pub struct ServiceBus {
     /// Whether the module runs.
     pub enable: bool,
-    /// Listen address (IP or host).
+    /// Listen address (IP or host) of the server edge apps post to.
     pub server: String,
     /// Listen port; 1..=65535.
     pub port: i32,
-    /// Seconds a proxied HTTP request may take.
+    /// Seconds an edge app's request waits for the cloud's answer.
     pub timeout: i32,
 }
 
