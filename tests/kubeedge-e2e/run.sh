@@ -147,10 +147,13 @@ if kind == "edgecore":
     t = t.replace("    tailoredKubeletConfig:\n", "    tailoredKubeletConfig:\n" + eviction, 1)
 else:
     t = t.replace("  edged:\n", "  edged:\n    tailoredKubeletConfig:\n" + eviction, 1)
+    # join-wedge.sh writes no metaManager section: MetaServer (unhold-upgrade) on its default.
+    t = t.replace("\nmodules:\n", "\nmodules:\n  metaManager:\n    metaServer:\n      enable: true\n", 1)
 t = t.replace("\nmodules:\n", "\nmodules:\n  serviceBus:\n    enable: true\n", 1)
 open(p, "w").write(t)
 PY
-  grep -q 'serviceBus:' "$yaml" && grep -q 'evictionHard:' "$yaml" || die "$yaml not patched"
+  grep -q 'serviceBus:' "$yaml" && grep -q 'evictionHard:' "$yaml" && grep -q 'metaServer:' "$yaml" ||
+    die "$yaml not patched"
   [[ $kind == wedge ]] && { "$WORK/wedge" config check "$yaml" >&2 || die "wedge refuses $yaml"; }
   RUST_LOG=${RUST_LOG:-info} nohup "$@" >>"$NODE_LOG" 2>&1 &
   echo $! >"$pidfile"

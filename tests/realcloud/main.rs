@@ -12,6 +12,7 @@ mod checks;
 mod cluster;
 mod device;
 mod dmi;
+mod hold;
 mod join;
 mod lease;
 mod pods;
@@ -32,6 +33,8 @@ pub struct Bed {
     pub node: RealNode,
     /// The node's servicebus port (`modules.serviceBus.port`).
     pub servicebus_port: u16,
+    /// The node's MetaServer port (`modules.metaManager.metaServer.server`).
+    pub metaserver_port: u16,
 }
 
 /// One check: it gets the test bed and says what went wrong.
@@ -114,6 +117,10 @@ fn main() -> ExitCode {
             ),
         ),
         (
+            "a_held_pod_waits_for_unhold_upgrade",
+            Box::new(hold::a_held_pod_waits_for_unhold_upgrade),
+        ),
+        (
             "rules_carry_messages_through_eventbus_and_servicebus",
             Box::new(router::rules_carry_messages_through_eventbus_and_servicebus),
         ),
@@ -153,16 +160,20 @@ fn setup() -> Result<Bed> {
     let cloud = RealCloud::start()?;
     let mut options = RealNodeOptions::new("wedge-conformance");
     let servicebus_port = wedge_tests::free_port();
+    let metaserver_port = wedge_tests::free_port();
     options.sets = vec![
         // KubeEdge's default is off; the events check needs them.
         "modules.edged.reportEvent=true".into(),
         "modules.serviceBus.enable=true".into(),
         format!("modules.serviceBus.port={servicebus_port}"),
+        "modules.metaManager.metaServer.enable=true".into(),
+        format!("modules.metaManager.metaServer.server=127.0.0.1:{metaserver_port}"),
     ];
     let node = RealNode::join(&cloud, options)?;
     Ok(Bed {
         cloud,
         node,
         servicebus_port,
+        metaserver_port,
     })
 }

@@ -29,6 +29,7 @@ pub mod events;
 pub mod eviction;
 pub mod gc;
 pub mod gc_pass;
+pub mod hold_upgrade;
 pub mod log_rotation;
 pub mod module;
 pub mod module_fetch;

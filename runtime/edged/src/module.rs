@@ -340,6 +340,8 @@ struct SyncLoop {
     evicted_last: Option<String>,
     /// When the pod evicted last was removed (containers and volumes gone).
     evicted_removed_at: Option<Instant>,
+    /// Pods whose update waits for `unhold-upgrade` ([`crate::hold_upgrade`]).
+    held: crate::hold_upgrade::Held,
     /// Last status sent per pod uid.
     reported: HashMap<String, String>,
     /// Pods whose last status the cloud did not take: sent again by the periodic sync.
@@ -541,6 +543,46 @@ impl SyncLoop {
         self.workers.kill(uid);
     }
 
+    /// Keeps `pod`'s update until `unhold-upgrade` releases it, and shows the hold in the
+    /// cloud once (the pod's own status is the cloud's until then: edged does not run it).
+    fn hold(&mut self, pod: Pod) {
+        let shown = crate::hold_upgrade::shown_held(&pod);
+        let (namespace, name) = (pod.namespace().to_owned(), pod.metadata.name.clone());
+        if !self.held.hold(pod) {
+            return;
+        }
+        tracing::info!(pod = %format!("{namespace}/{name}"), "pod held by its hold-upgrade annotation until unhold-upgrade");
+        if shown {
+            return;
+        }
+        let msg = Message::build(
+            module::EDGED,
+            group::META,
+            operation::PATCH,
+            &format!("{namespace}/podpatch/{name}"),
+            Content::string(crate::hold_upgrade::condition_patch(
+                wedge_core::time::now_ms(),
+            )),
+        );
+        let bus = self.sync.bus.clone();
+        let timeout = self.settings().query_timeout;
+        tokio::spawn(async move {
+            let failed = match bus.send_sync(module::METAMANAGER, msg, timeout).await {
+                Err(e) => Some(e.to_string()),
+                Ok(reply) if reply.route.operation == operation::ERROR => {
+                    Some(reply.content.as_string().unwrap_or_default())
+                }
+                Ok(reply) => match wedge_core::message::CloudAnswer::of(&reply.content) {
+                    wedge_core::message::CloudAnswer::Error(e) => Some(e.to_string()),
+                    _ => None,
+                },
+            };
+            if let Some(e) = failed {
+                tracing::warn!(pod = %format!("{namespace}/{name}"), "the HeldUpgrade condition did not reach the cloud: {e}");
+            }
+        });
+    }
+
     /// Drops what the loop keeps of a pod it no longer runs: probes, the last status.
     fn stop_tracking(&mut self, uid: &str) {
         self.probers.retain(|(u, _), _| u != uid);
@@ -578,6 +620,13 @@ impl SyncLoop {
             .unwrap_or_else(|| msg.content.raw().to_owned());
         match msg.route.operation.as_str() {
             operation::INSERT | operation::UPDATE => match Pod::from_json(&text) {
+                Ok(pod)
+                    if self.sync.edged.is_ours(&pod)
+                        && msg.route.operation == operation::UPDATE
+                        && crate::hold_upgrade::holds(&pod) =>
+                {
+                    self.hold(pod);
+                }
                 Ok(pod) if self.sync.edged.is_ours(&pod) => {
                     tracing::info!(pod = %pod.key(), op = %msg.route.operation, "pod desired");
                     self.want(pod);
@@ -587,7 +636,27 @@ impl SyncLoop {
                     tracing::warn!(resource = %msg.route.resource, "pod message skipped: {e}")
                 }
             },
+            crate::hold_upgrade::UNHOLD => {
+                let key = resource
+                    .as_ref()
+                    .and_then(|r| Some(format!("{}/{}", r.namespace, r.name?)))
+                    .unwrap_or_default();
+                match self.held.release(&key) {
+                    Some(pod) => {
+                        tracing::info!(pod = %key, "pod released by unhold-upgrade");
+                        self.want(pod);
+                    }
+                    None => {
+                        tracing::info!(pod = %key, "unhold-upgrade: no held update of this pod")
+                    }
+                }
+            }
             operation::DELETE => {
+                if let Some(r) = &resource
+                    && let Some(name) = r.name
+                {
+                    self.held.forget(r.namespace, name);
+                }
                 let deleted = Pod::from_json(&text).ok();
                 // A forced deletion carries its own (short) grace period.
                 let grace = deleted
@@ -1081,6 +1150,7 @@ impl Module for Edged {
             container_gc: None,
             evicted_last: None,
             evicted_removed_at: None,
+            held: Default::default(),
             reported: HashMap::new(),
             refused: Default::default(),
             refused_said: Default::default(),
@@ -1102,7 +1172,11 @@ impl Module for Edged {
         };
         tracing::info!(pods = stored.len(), "pods from local state");
         for pod in stored {
-            sl.want(pod);
+            if crate::hold_upgrade::holds(&pod) {
+                sl.hold(pod);
+            } else {
+                sl.want(pod);
+            }
         }
         sl.sync_static_pods();
         let mut relist = tokio::time::interval(settings.relist);

@@ -120,6 +120,16 @@ async fn run_node(
         let metamanager = Arc::new(MetaManager::new(bus.clone(), store.clone(), settings));
         sources.push(metamanager.clone());
         supervisor.spawn(metamanager)?;
+        if meta.meta_server.enable {
+            tracing::warn!(
+                address = %meta.meta_server.server,
+                "modules.metaManager.metaServer: Wedge serves its unhold-upgrade extension only \
+                 (list, watch and get answer 501), on plain HTTP (TLS and authorization keys are ignored)"
+            );
+            let settings =
+                wedge_metaserver::MetaServerSettings::from_config(&meta.meta_server, &node);
+            supervisor.spawn(Arc::new(wedge_metaserver::MetaServer::new(settings)))?;
+        }
     }
     // The Wasm host first: twin handlers and mappers must be loaded before devicetwin hands
     // out device definitions and reviews updates.

@@ -40,6 +40,9 @@ const IGNORED: &[&str] = &[
 /// Keys Wedge acts on inside an [`IGNORED`] section. The longest matching
 /// entry of the two lists decides; a key in neither is acted on.
 const ACTED_ON: &[&str] = &[
+    // MetaServer serves KubeEdge's unhold-upgrade extension on this address (plain HTTP).
+    "modules.metaManager.metaServer.enable",
+    "modules.metaManager.metaServer.server",
     "modules.edged.enable",
     "modules.edged.hostnameOverride",
     "modules.edged.maxContainerCount",

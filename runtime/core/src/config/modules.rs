@@ -204,7 +204,7 @@ pub struct MetaManager {
     pub context_send_module: String,
     /// Seconds to wait for the cloud to answer a metadata query; >= 1.
     pub remote_query_timeout: i32,
-    /// Local Kubernetes-API facade (not supported by Wedge yet).
+    /// The node's local Kubernetes API (Wedge serves its unhold-upgrade extension so far).
     #[serde(deserialize_with = "null_as_default")]
     pub meta_server: MetaServer,
 }
@@ -227,9 +227,9 @@ impl Default for MetaManager {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct MetaServer {
-    /// Must be false in Wedge for now.
+    /// Whether it listens (with metamanager on).
     pub enable: bool,
-    /// Listen address `host:port`.
+    /// Listen address `ip:port` (plain HTTP in Wedge).
     pub server: String,
     /// CA of the facade's serving certificate.
     pub tls_ca_file: String,

@@ -206,10 +206,15 @@ fn meta_manager(m: &MetaManager, v: &mut Checker) {
         1,
         "seconds",
     );
-    if m.enable && m.meta_server.enable {
+    if m.meta_server.enable
+        && m.meta_server
+            .server
+            .parse::<std::net::SocketAddr>()
+            .is_err()
+    {
         v.fail(
-            &format!("{P}.metaServer.enable"),
-            "metaServer is not supported by Wedge yet; set it to false",
+            &format!("{P}.metaServer.server"),
+            "must be host:port with an IP address, e.g. 127.0.0.1:10550",
         );
     }
 }
@@ -744,11 +749,9 @@ mod tests {
         let mut c = EdgeCoreConfig::default();
         c.validate().unwrap();
         c.modules.meta_manager.meta_server.enable = true;
-        rejects(
-            &c,
-            "modules.metaManager.metaServer.enable",
-            "metaServer is not supported by Wedge yet",
-        );
+        c.validate().unwrap();
+        c.modules.meta_manager.meta_server.server = "localhost".into();
+        rejects(&c, "modules.metaManager.metaServer.server", "host:port");
     }
 
     #[test]
