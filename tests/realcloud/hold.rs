@@ -6,11 +6,9 @@
 //! (a `Binding` object; this suite's cloud runs no scheduler), so the node first hears of
 //! the pod in an `update`, which is what edgecore holds.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use serde_json::Value;
 use wedge_tests::realcloud::wait_for;
 
@@ -34,25 +32,14 @@ fn binding(name: &str, node: &str) -> String {
 
 /// POSTs `body` to MetaServer's `path`; the status and the body.
 fn post(addr: &str, path: &str, body: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).with_context(|| format!("MetaServer at {addr}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw)?;
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("not an HTTP answer: {raw:?}"))?;
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Ok((status, body))
+    let addr: std::net::SocketAddr = addr.parse()?;
+    wedge_tests::http_request(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "text/plain")],
+        body.as_bytes(),
+    )
 }
 
 fn held(pod: &Value) -> bool {

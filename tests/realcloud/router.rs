@@ -111,25 +111,13 @@ fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Result<
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
     let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, rest) = raw
-        .split_once("\r\n\r\n")
-        .with_context(|| format!("not an HTTP answer: {raw:?}"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("no status in {head:?}"))?;
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    Ok((
-        status,
-        if chunked {
-            dechunk(rest)
-        } else {
-            rest.to_owned()
-        },
-    ))
+    let (status, body) = wedge_tests::parse_response(&raw)?;
+    // The router's answers are chunked (it sets Transfer-Encoding itself).
+    let chunked = raw.split_once("\r\n\r\n").is_some_and(|(head, _)| {
+        head.to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+    });
+    Ok((status, if chunked { dechunk(&body) } else { body }))
 }
 
 fn dechunk(mut rest: &str) -> String {

@@ -567,16 +567,7 @@ impl SyncLoop {
         let bus = self.sync.bus.clone();
         let timeout = self.settings().query_timeout;
         tokio::spawn(async move {
-            let failed = match bus.send_sync(module::METAMANAGER, msg, timeout).await {
-                Err(e) => Some(e.to_string()),
-                Ok(reply) if reply.route.operation == operation::ERROR => {
-                    Some(reply.content.as_string().unwrap_or_default())
-                }
-                Ok(reply) => match wedge_core::message::CloudAnswer::of(&reply.content) {
-                    wedge_core::message::CloudAnswer::Error(e) => Some(e.to_string()),
-                    _ => None,
-                },
-            };
+            let failed = report::send_patch(&bus, msg, timeout).await.err();
             if let Some(e) = failed {
                 tracing::warn!(pod = %format!("{namespace}/{name}"), "the HeldUpgrade condition did not reach the cloud: {e}");
             }

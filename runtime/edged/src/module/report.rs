@@ -296,16 +296,7 @@ impl SyncLoop {
             let timeout = self.settings().query_timeout;
             // In a task of its own: the cloud may take its time to answer.
             tokio::spawn(async move {
-                let outcome = match bus.send_sync(module::METAMANAGER, msg, timeout).await {
-                    Err(e) => Err(e.to_string()),
-                    Ok(reply) if reply.route.operation == operation::ERROR => {
-                        Err(reply.content.as_string().unwrap_or_default())
-                    }
-                    Ok(reply) => match CloudAnswer::of(&reply.content) {
-                        CloudAnswer::Error(e) => Err(e.to_string()),
-                        _ => Ok(()),
-                    },
-                };
+                let outcome = send_patch(&bus, msg, timeout).await;
                 let _ = results
                     .send(PatchResult {
                         uid,
@@ -451,5 +442,24 @@ fn schedule_probes(
                 })
                 .await;
         });
+    }
+}
+
+/// Sends a `podpatch` through metamanager and waits for the cloud's word: why it did not
+/// get through, if it did not (metamanager's error, or the cloud's refusal).
+pub(super) async fn send_patch(
+    bus: &wedge_core::Bus,
+    msg: Message,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    match bus.send_sync(module::METAMANAGER, msg, timeout).await {
+        Err(e) => Err(e.to_string()),
+        Ok(reply) if reply.route.operation == operation::ERROR => {
+            Err(reply.content.as_string().unwrap_or_default())
+        }
+        Ok(reply) => match CloudAnswer::of(&reply.content) {
+            CloudAnswer::Error(e) => Err(e.to_string()),
+            _ => Ok(()),
+        },
     }
 }
