@@ -373,6 +373,8 @@ impl SyncLoop {
     /// is terminated instead.
     fn want(&mut self, pod: Pod) {
         if pod.is_terminating() {
+            // A held update of it must not start it later.
+            self.held.forget(pod.namespace(), &pod.metadata.name);
             return self.terminate(pod);
         }
         let uid = pod.metadata.uid.clone();
