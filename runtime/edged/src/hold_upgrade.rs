@@ -20,9 +20,6 @@ use crate::pod::Pod;
 /// The annotation that asks for the hold.
 pub const ANNOTATION: &str = "edge.kubeedge.io/hold-upgrade";
 
-/// The bus operation that releases a held pod (KubeEdge's `UnholdUpgradeOperation`).
-pub const UNHOLD: &str = "unhold-upgrade";
-
 /// The condition the cloud shows while a pod is held.
 pub const CONDITION: &str = "HeldUpgrade";
 

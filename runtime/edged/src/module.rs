@@ -629,7 +629,7 @@ impl SyncLoop {
                     tracing::warn!(resource = %msg.route.resource, "pod message skipped: {e}")
                 }
             },
-            crate::hold_upgrade::UNHOLD => {
+            operation::UNHOLD_UPGRADE => {
                 let key = resource
                     .as_ref()
                     .and_then(|r| Some(format!("{}/{}", r.namespace, r.name?)))

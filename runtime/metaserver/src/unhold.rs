@@ -2,14 +2,11 @@
 //! tells edged to release one. The checks and answers are v1.23.1's.
 
 use serde_json::Value;
-use wedge_core::message::module;
+use wedge_core::message::{module, operation};
 use wedge_core::{Content, Message};
 
 /// The annotation that holds a pod's update.
 pub const ANNOTATION: &str = "edge.kubeedge.io/hold-upgrade";
-
-/// The bus operation edged releases a held pod on (KubeEdge's `UnholdUpgradeOperation`).
-pub const OPERATION: &str = "unhold-upgrade";
 
 /// The largest request body read: v1.23.1's 3 MiB.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -72,7 +69,7 @@ pub fn release(namespace: &str, name: &str) -> Message {
     Message::build(
         module::METAMANAGER,
         "",
-        OPERATION,
+        operation::UNHOLD_UPGRADE,
         &format!("{namespace}/pod/{name}"),
         Content::null(),
     )

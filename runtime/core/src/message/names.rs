@@ -85,4 +85,6 @@ pub mod operation {
     pub const UPLOAD: &str = "upload";
     /// Publish to MQTT.
     pub const PUBLISH: &str = "publish";
+    /// Release a pod held by its hold-upgrade annotation (MetaServer → edged).
+    pub const UNHOLD_UPGRADE: &str = "unhold-upgrade";
 }
