@@ -15,6 +15,7 @@ mod dmi;
 mod hold;
 mod join;
 mod lease;
+mod metaserver;
 mod pods;
 mod router;
 
@@ -125,6 +126,10 @@ fn main() -> ExitCode {
             Box::new(router::rules_carry_messages_through_eventbus_and_servicebus),
         ),
         (
+            "metaserver_lists_watches_and_serves_through_an_outage",
+            Box::new(metaserver::metaserver_lists_watches_and_serves_through_an_outage),
+        ),
+        (
             "twin_reports_through_an_outage_end_at_the_edges_value",
             Box::new(device::twin_reports_through_an_outage_end_at_the_edges_value),
         ),
@@ -154,9 +159,9 @@ fn main() -> ExitCode {
 }
 
 fn setup() -> Result<Bed> {
-    // CloudCore's router, for the rules check.
+    // CloudCore's router, for the rules check; its dynamicController, for MetaServer's.
     // SAFETY: no other thread exists yet; up.sh reads it from the environment it inherits.
-    unsafe { std::env::set_var("CLOUD_MODULES", "router") };
+    unsafe { std::env::set_var("CLOUD_MODULES", "router dynamicController") };
     let cloud = RealCloud::start()?;
     let mut options = RealNodeOptions::new("wedge-conformance");
     let servicebus_port = wedge_tests::free_port();

@@ -153,11 +153,24 @@ async fn ask_cloud(
                 let kind = Resource::parse(&key)
                     .map(|r| r.kind.to_owned())
                     .unwrap_or_default();
-                if let Err(e) = store
+                let fed =
+                    Content::from_raw(value.clone()).unwrap_or_else(|_| Content::string(&value));
+                match store
                     .write(move |c| meta_table::upsert(c, &key, &kind, &value))
                     .await
                 {
-                    tracing::warn!(resource = %msg.route.resource, "remote answer not cached: {e}");
+                    Ok(()) => {
+                        router
+                            .to_metaserver(
+                                wedge_core::message::operation::UPDATE,
+                                &msg.route.resource,
+                                fed,
+                            )
+                            .await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(resource = %msg.route.resource, "remote answer not cached: {e}")
+                    }
                 }
             }
             Err(text) => return Outcome::Unusable(text),

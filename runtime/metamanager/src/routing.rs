@@ -59,6 +59,18 @@ impl Router {
         self.deliver(module::EDGED, msg).await;
     }
 
+    /// Tells MetaServer (when it runs) that the object stored under `key` changed: `op` is
+    /// `insert`, `update` or `delete`, `content` the object. Sent after the commit, in order
+    /// with every other output, and with back-pressure: MetaServer's watches see each
+    /// committed change once and none is dropped.
+    pub async fn to_metaserver(&self, op: &str, key: &str, content: Content) {
+        if !self.bus.has_module(module::METASERVER) {
+            return;
+        }
+        let msg = Message::build(module::METAMANAGER, group::METASERVER, op, key, content);
+        self.deliver(module::METASERVER, msg).await;
+    }
+
     /// Sends a copy of a devicecontroller message to the twin module, re-routed as KubeEdge
     /// does (source `meta`, group `twin`).
     pub async fn to_twin(&self, msg: &Message) {

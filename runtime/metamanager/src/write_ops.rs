@@ -1,6 +1,6 @@
 //! insert, update, patch, delete and pushed responses (KubeEdge v1.23 behaviour).
 
-use wedge_core::message::module;
+use wedge_core::message::{module, operation};
 use wedge_core::{Message, StoreError};
 
 use crate::meta_table;
@@ -86,7 +86,7 @@ impl Processor {
         if msg.route.source == module::EDGED {
             return self.remote(msg, false).await;
         }
-        let Some(pending) = self.queue_upsert(&msg, key, kind).await else {
+        let Some(pending) = self.queue_upsert(&msg, key.clone(), kind).await else {
             return;
         };
         let router = self.router.clone();
@@ -94,6 +94,9 @@ impl Processor {
             if let Err(e) = pending.await {
                 return router.reply_error(&msg, write_failed(&e)).await;
             }
+            router
+                .to_metaserver(operation::INSERT, &key, msg.content.clone())
+                .await;
             match msg.route.source.as_str() {
                 module::DEVICECONTROLLER => router.to_twin(&msg).await,
                 module::POLICYCONTROLLER => {}
@@ -115,7 +118,7 @@ impl Processor {
         if msg.route.source == module::EDGED && kind == LEASE {
             return self.remote(msg, false).await;
         }
-        let Some(pending) = self.queue_upsert(&msg, key, kind.clone()).await else {
+        let Some(pending) = self.queue_upsert(&msg, key.clone(), kind.clone()).await else {
             return;
         };
         let router = self.router.clone();
@@ -123,6 +126,9 @@ impl Processor {
             if let Err(e) = pending.await {
                 return router.reply_error(&msg, write_failed(&e)).await;
             }
+            router
+                .to_metaserver(operation::UPDATE, &key, msg.content.clone())
+                .await;
             match msg.route.source.as_str() {
                 module::EDGED => {
                     router.to_cloud(msg.clone()).await;
@@ -177,6 +183,7 @@ impl Processor {
         if kind == POD && msg.route.source == module::EDGED {
             return self.relay_to_cloud(msg).await;
         }
+        let fed_key = key.clone();
         let submitted = if kind == POD {
             let Some(uid) = pod_uid(&msg) else {
                 let text =
@@ -226,6 +233,9 @@ impl Processor {
                     router.ok_to(&msg).await;
                 }
                 Ok(PodDelete::Deleted | PodDelete::NotStored) => {
+                    router
+                        .to_metaserver(operation::DELETE, &fed_key, msg.content.clone())
+                        .await;
                     if msg.route.source == module::DEVICECONTROLLER {
                         router.to_twin(&msg).await;
                     }
@@ -248,6 +258,7 @@ impl Processor {
             return;
         };
         let is_list = wedge_core::Resource::parse(&key).is_ok_and(|r| r.is_list());
+        let fed_key = (!is_list).then(|| key.clone());
         let pending = if is_list {
             None
         } else {
@@ -262,6 +273,11 @@ impl Processor {
                 && let Err(e) = pending.await
             {
                 return router.reply_error(&msg, write_failed(&e)).await;
+            }
+            if let Some(key) = &fed_key {
+                router
+                    .to_metaserver(operation::UPDATE, key, msg.content.clone())
+                    .await;
             }
             if msg.route.source == module::EDGECONTROLLER {
                 router.to_edged(msg).await;

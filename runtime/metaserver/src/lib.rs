@@ -1,18 +1,35 @@
 //! MetaServer: the node's local Kubernetes API (`modules.metaManager.metaServer`, KubeEdge's
-//! `127.0.0.1:10550`).
+//! `127.0.0.1:10550`), for edge apps, client-go informers and `kubectl --server`.
 //!
-//! So far Wedge serves KubeEdge v1.23's **unhold-upgrade** extension only ([`unhold`]):
-//! `POST /api/v1/pods/unhold-upgrade` (body `<namespace>/<name>`) releases one pod held by its
-//! `edge.kubeedge.io/hold-upgrade` annotation, `POST /api/v1/nodes/unhold-upgrade` (body the
-//! node's name) every held pod of the node. The pods are read from metamanager's store
-//! through the bus, so this works with the cloud away. Every other path (list, watch, get,
-//! discovery) answers `501 Not Implemented` saying so, and the start says it once.
+//! - [`api`]: GET, LIST, WATCH, writes and discovery, as KubeEdge v1.23.1 answers them:
+//!   reads ask the cloud while connected and fall back to the node; watches are served from
+//!   the node, with resource versions, history and `410 Gone` ([`cache`]); writes go to the
+//!   cloud through an [`application`] to CloudCore's dynamicController.
+//! - [`cache`]: the node's objects in memory, loaded from metamanager's SQLite at start and
+//!   kept by metamanager's change feed ([`feed`]), so lists and watches work with no cloud.
+//! - [`unhold`]: KubeEdge's unhold-upgrade extension (`POST /api/v1/pods/unhold-upgrade`,
+//!   `/api/v1/nodes/unhold-upgrade`).
+//! - [`selector`] and [`table`]: label and field selectors, and kubectl's `Table` answers.
+//!
+//! Not built yet (said at start): `featureGates.requireAuthorization` (HTTPS and
+//! service-account tokens), and the `keadm ctl` extensions other than unhold-upgrade
+//! (restart, logs, exec, device update, confirm-upgrade).
 
 #![warn(missing_docs)]
 
+pub mod api;
+pub mod application;
+pub mod cache;
+pub mod catalog;
+pub mod discovery;
+pub mod feed;
 mod module;
+pub mod request;
+pub mod selector;
 mod server;
 mod settings;
+pub mod status;
+pub mod table;
 pub mod unhold;
 
 pub use module::MetaServer;

@@ -1,18 +1,34 @@
-//! MetaServer as a Wedge module: it owns the listener, and its mailbox keeps it supervised.
+//! MetaServer as a Wedge module: it loads the node's objects from metamanager, follows
+//! metamanager's change feed and EdgeHub's connection broadcast, and serves HTTP.
+//!
+//! Start-up order: the listener is bound first (a taken port fails the module at once);
+//! the objects are loaded type by type through metamanager's `query` while the mailbox is
+//! read into a list (so metamanager, which feeds MetaServer with back-pressure, never waits
+//! on a MetaServer that waits on it); the listed changes are applied after the load, in
+//! order; then requests are served.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use wedge_core::{Module, ModuleContext, ModuleError};
+use serde_json::Value;
+use wedge_core::message::{group, module, operation};
+use wedge_core::{Bus, Content, Message, Module, ModuleContext, ModuleError};
 
+use crate::api::Api;
+use crate::application::Agent;
+use crate::cache::Cache;
+use crate::catalog::known_store_types;
+use crate::feed;
 use crate::server::{self, NAME, Shared};
 use crate::settings::MetaServerSettings;
 
-/// The group MetaServer is registered under: its own, so no broadcast reaches it.
-const GROUP: &str = "metaserver";
+/// How often watchers that take bookmarks get one.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 
-/// KubeEdge's MetaServer (the part Wedge serves so far; see the crate docs).
+/// KubeEdge's MetaServer (see the crate docs).
 pub struct MetaServer {
     settings: Arc<MetaServerSettings>,
+    cache: Arc<Cache>,
 }
 
 impl MetaServer {
@@ -20,6 +36,62 @@ impl MetaServer {
     pub fn new(settings: MetaServerSettings) -> MetaServer {
         MetaServer {
             settings: Arc::new(settings),
+            cache: Arc::default(),
+        }
+    }
+
+    /// The objects it serves (for metrics and tests).
+    pub fn cache(&self) -> &Arc<Cache> {
+        &self.cache
+    }
+}
+
+/// Every stored object of the served types, read from metamanager.
+async fn load(
+    bus: &Bus,
+    timeout: Duration,
+) -> Result<Vec<(&'static str, Vec<Value>)>, ModuleError> {
+    let mut loaded = Vec::new();
+    for store_type in known_store_types() {
+        // The list form answers every object of the type, in all namespaces.
+        let query = Message::build(
+            NAME,
+            group::META,
+            operation::QUERY,
+            &format!("default/{store_type}"),
+            Content::null(),
+        );
+        let reply = bus
+            .send_sync(module::METAMANAGER, query, timeout)
+            .await
+            .map_err(|e| format!("metaserver: cannot read the node's {store_type}s: {e}"))?;
+        if reply.route.operation == operation::ERROR {
+            return Err(format!(
+                "metaserver: metamanager refused to list {store_type}s: {}",
+                reply.content.as_string().unwrap_or_default()
+            )
+            .into());
+        }
+        let texts: Vec<String> = reply.content.parse().unwrap_or_default();
+        let objects = texts
+            .iter()
+            .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+            .filter(Value::is_object)
+            .collect();
+        loaded.push((store_type, objects));
+    }
+    Ok(loaded)
+}
+
+impl MetaServer {
+    fn take(&self, agent: &Agent, msg: &Message) {
+        if msg.route.operation == operation::CONNECT && msg.route.resource == "node/connection" {
+            let up = msg.content.as_string().as_deref() == Some("cloud_connected");
+            agent.set_connected(up);
+            return;
+        }
+        if !feed::apply(&self.cache, msg) {
+            tracing::debug!(op = %msg.route.operation, resource = %msg.route.resource, "metaserver: message not served");
         }
     }
 }
@@ -30,7 +102,7 @@ impl Module for MetaServer {
     }
 
     fn group(&self) -> &'static str {
-        GROUP
+        group::METASERVER
     }
 
     async fn run(self: Arc<Self>, mut ctx: ModuleContext) -> Result<(), ModuleError> {
@@ -42,10 +114,44 @@ impl Module for MetaServer {
                     self.settings.listen
                 )
             })?;
-        tracing::info!(address = %self.settings.listen, "metaserver: listening (unhold-upgrade only so far)");
+        let bus = ctx.bus().clone();
+        let agent = Arc::new(Agent::new(bus.clone(), &self.settings.node_name));
+        // Load while the mailbox is read (module docs).
+        let mut early = Vec::new();
+        let loaded = {
+            let loading = load(&bus, self.settings.query_timeout);
+            tokio::pin!(loading);
+            loop {
+                tokio::select! {
+                    loaded = &mut loading => break loaded?,
+                    msg = ctx.recv() => match msg {
+                        Some(m) => early.push(m),
+                        None => return Ok(()),
+                    },
+                }
+            }
+        };
+        let mut objects = 0;
+        for (store_type, list) in loaded {
+            objects += list.len();
+            for object in list {
+                feed::load(&self.cache, store_type, object);
+            }
+        }
+        for msg in &early {
+            self.take(&agent, msg);
+        }
+        self.cache.loaded();
+        tracing::info!(
+            address = %self.settings.listen,
+            objects,
+            revision = self.cache.revision(),
+            "metaserver: listening"
+        );
         let app = server::router(Shared {
-            bus: ctx.bus().clone(),
+            bus: bus.clone(),
             settings: self.settings.clone(),
+            api: Arc::new(Api::new(self.cache.clone(), agent.clone())),
         });
         let stop = ctx.token().clone();
         let serving = tokio::spawn(async move {
@@ -53,9 +159,23 @@ impl Module for MetaServer {
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await
         });
-        // Nothing is sent to MetaServer; receiving keeps it answering the supervisor.
-        while let Some(msg) = ctx.recv().await {
-            tracing::debug!(op = %msg.route.operation, "metaserver: message ignored");
+        let mut bookmarks = tokio::time::interval(BOOKMARK_EVERY);
+        bookmarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                msg = ctx.recv() => {
+                    let Some(msg) = msg else { break };
+                    let reconnected = msg.route.operation == operation::CONNECT
+                        && msg.content.as_string().as_deref() == Some("cloud_connected");
+                    self.take(&agent, &msg);
+                    if reconnected {
+                        // The cloud forgot our watches with the connection: tell it again.
+                        let agent = agent.clone();
+                        tokio::spawn(async move { agent.sync_watches().await });
+                    }
+                }
+                _ = bookmarks.tick() => self.cache.bookmark(),
+            }
         }
         match serving.await {
             Ok(Ok(())) | Err(_) => Ok(()),

@@ -1,4 +1,5 @@
-//! The HTTP side: KubeEdge's unhold-upgrade paths, and a clear `501` for the rest.
+//! The HTTP side: KubeEdge's unhold-upgrade paths, and the Kubernetes API (`api`) for the
+//! rest.
 
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ pub struct Shared {
     pub bus: Bus,
     /// The settings.
     pub settings: Arc<MetaServerSettings>,
+    /// The Kubernetes API.
+    pub api: Arc<crate::api::Api>,
 }
 
 /// The routes.
@@ -31,17 +34,18 @@ pub fn router(shared: Shared) -> axum::Router {
     axum::Router::new()
         .route("/api/v1/pods/unhold-upgrade", post(unhold_pod))
         .route("/api/v1/nodes/unhold-upgrade", post(unhold_node))
-        .fallback(not_served)
+        .fallback(kubernetes_api)
         .with_state(shared)
 }
 
-async fn not_served() -> Response {
-    (
-        StatusCode::NOT_IMPLEMENTED,
-        "Wedge's MetaServer serves only the unhold-upgrade extension \
-         (POST /api/v1/pods/unhold-upgrade, /api/v1/nodes/unhold-upgrade) so far\n",
-    )
-        .into_response()
+async fn kubernetes_api(
+    State(shared): State<Shared>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    body: Body,
+) -> Response {
+    shared.api.clone().handle(method, uri, headers, body).await
 }
 
 fn refused(r: &Refusal) -> Response {

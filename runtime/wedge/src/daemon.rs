@@ -123,8 +123,10 @@ async fn run_node(
         if meta.meta_server.enable {
             tracing::warn!(
                 address = %meta.meta_server.server,
-                "modules.metaManager.metaServer: Wedge serves its unhold-upgrade extension only \
-                 (list, watch and get answer 501), on plain HTTP (TLS and authorization keys are ignored)"
+                "modules.metaManager.metaServer: get, list, watch, writes, discovery and the \
+                 unhold-upgrade extension are served on plain HTTP; TLS, authorization \
+                 (featureGates.requireAuthorization, serviceAccount*, apiAudiences), dummyServer and \
+                 the other keadm ctl extensions (restart, logs, exec, device update) are not built"
             );
             let settings =
                 wedge_metaserver::MetaServerSettings::from_config(&meta.meta_server, &node);

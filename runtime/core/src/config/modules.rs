@@ -222,8 +222,8 @@ impl Default for MetaManager {
 }
 
 /// `modules.metaManager.metaServer`: KubeEdge's local Kubernetes-API facade.
-/// Wedge has none, so `enable: true` is refused; the other keys are accepted
-/// so KubeEdge files load, and do nothing.
+/// Wedge acts on `enable` and `server` (plain HTTP); the TLS, token and
+/// dummy-interface keys are accepted so KubeEdge files load, and do nothing yet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct MetaServer {

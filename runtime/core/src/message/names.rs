@@ -21,6 +21,8 @@ pub mod module {
     /// DMI, KubeEdge's gRPC device API for mappers (edgecore serves it from its devicetwin;
     /// Wedge runs it as a module of its own and hands reports to devicetwin on the bus).
     pub const DMI: &str = "dmi";
+    /// MetaServer, the node's local Kubernetes API (fed by metamanager's changes).
+    pub const METASERVER: &str = "metaserver";
     /// Source name EdgeHub uses for the connection broadcast.
     pub const EDGEHUB_SOURCE: &str = "edgehub";
     /// Cloud-side sources, seen in route.source of inbound messages.
@@ -53,6 +55,8 @@ pub mod group {
     pub const USER: &str = "user";
     /// Task manager group.
     pub const TASKMANAGER: &str = "taskmanager";
+    /// MetaServer's group: it takes the connection broadcast and metamanager's change feed.
+    pub const METASERVER: &str = "metaserver";
 }
 
 /// Operation names.

@@ -36,7 +36,13 @@ use super::settings::LinkSettings;
 use wedge_core::outbox::{Outbox, OutboxError};
 
 /// Groups told when the cloud link comes up or goes down (edgecore v1.23's list).
-const CONNECTION_GROUPS: [&str; 4] = [group::TWIN, group::META, group::BUS, group::TASKMANAGER];
+const CONNECTION_GROUPS: [&str; 5] = [
+    group::TWIN,
+    group::META,
+    group::BUS,
+    group::TASKMANAGER,
+    group::METASERVER,
+];
 
 /// Outbox rows read per batch.
 const FLUSH_BATCH: usize = 256;
