@@ -387,7 +387,7 @@ impl Api {
             selects,
             bookmarks: query
                 .get("allowWatchBookmarks")
-                .is_some_and(|v| v == "true" || v == "1"),
+                .is_some_and(|v| request::go_bool(v)),
         };
         let watch = match self.cache.watch(spec, from) {
             Ok(w) => w,

@@ -171,7 +171,7 @@ pub fn parse(method: &str, path: &str, query: &HashMap<String, String>) -> Reque
         [resource, name, sub] => ("", *resource, *name, *sub),
         _ => return Request::Unknown,
     };
-    let watch_query = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    let watch_query = query.get("watch").is_some_and(|v| go_bool(v));
     let verb = match (method, name.is_empty()) {
         ("GET", _) if watch_path || watch_query => Verb::Watch,
         ("GET", true) => Verb::List,
@@ -193,6 +193,12 @@ pub fn parse(method: &str, path: &str, query: &HashMap<String, String>) -> Reque
         name: name.to_owned(),
         subresource: subresource.to_owned(),
     })
+}
+
+/// A query parameter's boolean as Go's `strconv.ParseBool` reads it (what kube-apiserver
+/// accepts): `1`, `t`, `T`, `TRUE`, `true`, `True` (the Python client sends `watch=True`).
+pub fn go_bool(value: &str) -> bool {
+    matches!(value, "1" | "t" | "T" | "TRUE" | "true" | "True")
 }
 
 /// Parses a query string (`a=b&c=d`, percent-decoded, `+` as space).
@@ -260,6 +266,8 @@ mod tests {
         assert_eq!(r.key(), "/core/v1/pods/default/null");
         let r = res("GET", "/api/v1/pods", "watch=true");
         assert_eq!((r.verb, r.namespace.as_str()), (Verb::Watch, ""));
+        assert_eq!(res("GET", "/api/v1/pods", "watch=True").verb, Verb::Watch);
+        assert_eq!(res("GET", "/api/v1/pods", "watch=false").verb, Verb::List);
         let r = res(
             "GET",
             "/api/v1/watch/namespaces/kube-system/configmaps/a",
