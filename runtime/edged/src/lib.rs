@@ -7,6 +7,8 @@
 //! - [`engine`]: images and labelled containers through bollard;
 //! - [`plan`]: a pod's container as the engine creates it (command, env, limits, binds);
 //! - [`sandbox`]: a pod's sandbox ("pause") container, owner of its network namespace;
+//! - [`dns`] and [`etc_hosts`]: the pod's resolv.conf, hostname and hosts file as kubelet
+//!   makes them;
 //! - [`objects`] and [`projected`]: ConfigMaps and Secrets through metamanager, as volumes
 //!   and environment;
 //! - [`security_context`]: pod and container `securityContext` as Docker settings;
@@ -24,7 +26,9 @@
 
 pub mod admission;
 pub mod disk;
+pub mod dns;
 pub mod engine;
+pub mod etc_hosts;
 pub mod events;
 pub mod eviction;
 pub mod gc;
@@ -33,6 +37,7 @@ pub mod hold_upgrade;
 pub mod log_rotation;
 pub mod module;
 pub mod module_fetch;
+pub mod name_plan;
 pub mod node;
 pub mod objects;
 pub mod plan;

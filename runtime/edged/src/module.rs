@@ -128,6 +128,9 @@ pub struct EdgedSettings {
     /// Kubelet's `seccompDefault`: a container whose pod and spec name no seccomp profile runs
     /// under the runtime's default one when set, unconfined when not (kubelet's default).
     pub seccomp_default: bool,
+    /// The node's side of pod DNS (`clusterDNS`, `clusterDomain`, `resolvConf`): what pods'
+    /// resolv.conf, hostnames and hosts files are made from ([`crate::dns`]).
+    pub dns: crate::dns::NodeDns,
 }
 
 impl EdgedSettings {
@@ -166,6 +169,7 @@ impl EdgedSettings {
             image_gc: crate::gc::ImageGcPolicy::default(),
             log_rotation: Some(crate::log_rotation::LogRotationPolicy::default()),
             seccomp_default: false,
+            dns: crate::dns::NodeDns::default(),
             image_disk: crate::disk::DiskSource::default(),
             module_fetch: crate::module_fetch::FetchSettings::new(root.join("wasm-modules")),
             server: None,

@@ -258,6 +258,8 @@ pub fn container_plan(
         published,
         hostname: None,
         security: crate::security_context::container_security(pod, container, sandbox.is_some()),
+        // Given by `name_plan::for_container`, which knows the node's DNS.
+        dns: Default::default(),
     })
 }
 

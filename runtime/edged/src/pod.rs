@@ -133,6 +133,29 @@ pub struct PodSpec {
     /// first under pressure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
+    /// `ClusterFirst` (the default), `ClusterFirstWithHostNet`, `Default` or `None`: where the
+    /// pod's resolver configuration comes from (see `crate::dns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_policy: Option<String>,
+    /// Nameservers, searches and options added to the policy's (all of it under `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_config: Option<crate::dns::PodDnsConfig>,
+    /// Extra lines of the pod's `/etc/hosts` (see `crate::etc_hosts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_aliases: Vec<crate::etc_hosts::HostAlias>,
+    /// The pod's hostname instead of its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// With it the pod has the FQDN `<hostname>.<subdomain>.<ns>.svc.<clusterDomain>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subdomain: Option<String>,
+    /// The FQDN is the kernel's hostname rather than the short name.
+    #[serde(
+        default,
+        rename = "setHostnameAsFQDN",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub set_hostname_as_fqdn: Option<bool>,
 }
 
 /// One container.
@@ -585,6 +608,8 @@ pub fn validate(pod: &Pod) -> Result<(), SpecError> {
         }
     }
     crate::security_context::validate(pod)?;
+    crate::dns::validate(pod)?;
+    crate::etc_hosts::validate(pod)?;
     Ok(())
 }
 

@@ -4,8 +4,9 @@
 //! The sandbox runs `modules.edged.podSandboxImage` (`kubeedge/pause:3.6` by default), a
 //! process that only waits for SIGTERM. It is named and labelled as dockershim does
 //! (`k8s_POD_<pod>_<ns>_<uid>_<attempt>`, `io.kubernetes.docker.type=podsandbox`), carries the
-//! pod's hostname and publishes every hostPort of the pod (the engine refuses ports and
-//! hostnames on a container that joins another's network). App containers join it with
+//! pod's hostname and resolver configuration (given by `crate::name_plan::for_sandbox`) and
+//! publishes every hostPort of the pod (the engine refuses ports, hostnames and DNS settings on
+//! a container that joins another's network). App containers join it with
 //! `container:<sandbox id>` (`plan::container_plan`) and are labelled with its id.
 //!
 //! Pods run without a sandbox when the node opts out (`podSandboxImage: ""`, for nodes that
@@ -44,11 +45,10 @@ pub fn needed(pod: &Pod, image: &str, cri: bool) -> bool {
     cri || (!image.trim().is_empty() && !pod.spec.host_network)
 }
 
-/// The pod's hostname: its name, cut to a DNS label's 63 characters, without a trailing `-`
-/// or `.` the cut may leave (kubelet's rule).
+/// The pod's hostname: `spec.hostname` or its name, cut to a DNS label's 63 characters
+/// (kubelet's rule, [`crate::etc_hosts::hostname`]).
 pub fn hostname(pod: &Pod) -> String {
-    let cut: String = pod.metadata.name.chars().take(63).collect();
-    cut.trim_end_matches(['-', '.']).to_owned()
+    crate::etc_hosts::hostname(pod)
 }
 
 /// `(container port/proto, host port)` of every container's ports that have a host port,
@@ -60,8 +60,8 @@ fn published(pod: &Pod) -> Vec<(String, u16)> {
     ports
 }
 
-/// A hash of what the sandbox owns (host network, published ports, hostname): when it changes
-/// the sandbox must be recreated. Environment, images, commands belong to the app containers
+/// A hash of what the sandbox owns (host network, published ports, hostname, sysctls, the
+/// pod's DNS settings): when it changes the sandbox must be recreated. Environment, images, commands belong to the app containers
 /// and are left out.
 pub fn sandbox_hash(pod: &Pod) -> String {
     let mut relevant = serde_json::json!({
@@ -73,6 +73,26 @@ pub fn sandbox_hash(pod: &Pod) -> String {
     let sysctls = crate::security_context::sandbox_sysctls(pod);
     if !sysctls.is_empty() {
         relevant["sysctls"] = serde_json::json!(sysctls);
+    }
+    // The pod's side of its resolv.conf and kernel hostname, also only when set (a policy
+    // only when it is not the default). The node's side (`clusterDNS`, `resolvConf`) is left
+    // out: as under kubelet, a node reconfigured keeps its running sandboxes.
+    let spec = &pod.spec;
+    if let Some(policy) = spec
+        .dns_policy
+        .as_deref()
+        .filter(|p| *p != crate::dns::CLUSTER_FIRST)
+    {
+        relevant["dnsPolicy"] = serde_json::json!(policy);
+    }
+    if let Some(config) = &spec.dns_config {
+        relevant["dnsConfig"] = serde_json::json!(config);
+    }
+    if let Some(subdomain) = spec.subdomain.as_deref().filter(|s| !s.is_empty()) {
+        relevant["subdomain"] = serde_json::json!(subdomain);
+    }
+    if spec.set_hostname_as_fqdn == Some(true) {
+        relevant["setHostnameAsFQDN"] = serde_json::json!(true);
     }
     short_hash(&relevant)
 }
@@ -118,6 +138,8 @@ pub fn plan(node: &str, pod: &Pod, image: &str, attempt: u32) -> ContainerPlan {
             },
             ..Default::default()
         },
+        // Given by `name_plan::for_sandbox`, which knows the node's DNS.
+        dns: Default::default(),
     }
 }
 
@@ -367,6 +389,25 @@ mod tests {
         let mut host = p.clone();
         host.spec.host_network = true;
         assert_ne!(sandbox_hash(&host), base);
+        // The DNS settings count when set; the default policy spelled out changes nothing.
+        let mut spelled = p.clone();
+        spelled.spec.dns_policy = Some("ClusterFirst".into());
+        assert_eq!(sandbox_hash(&spelled), base);
+        let mut policy = p.clone();
+        policy.spec.dns_policy = Some("Default".into());
+        assert_ne!(sandbox_hash(&policy), base);
+        let mut config = p.clone();
+        config.spec.dns_config = Some(crate::dns::PodDnsConfig {
+            nameservers: vec!["1.1.1.1".into()],
+            ..Default::default()
+        });
+        assert_ne!(sandbox_hash(&config), base);
+        let mut named = p.clone();
+        named.spec.hostname = Some("db".into());
+        assert_ne!(sandbox_hash(&named), base);
+        // Unchanged for a pod without them (the hash of {"hostNetwork","hostname","ports"}
+        // alone): its sandbox from before edged knew them stays.
+        assert_eq!(base, "713c20be7e5c5f1a");
     }
 
     #[test]

@@ -46,6 +46,7 @@ fn plan(node: &str, uid: &str, name: &str, restart: u32, script: &str) -> Contai
         published: Vec::new(),
         hostname: None,
         security: Default::default(),
+        dns: Default::default(),
     }
 }
 

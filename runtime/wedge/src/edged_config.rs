@@ -35,6 +35,16 @@ pub fn edged_settings(config: &EdgeCoreConfig, node: &str) -> EdgedSettings {
         node: node.to_owned(),
     };
     settings.seccomp_default = kubelet.seccomp_default;
+    settings.dns = wedge_edged::dns::NodeDns {
+        cluster_dns: kubelet.cluster_dns.clone(),
+        cluster_domain: kubelet.cluster_domain.clone(),
+        resolv_conf: (!kubelet.resolv_conf.is_empty())
+            .then(|| std::path::PathBuf::from(&kubelet.resolv_conf)),
+        node_ip: kubelet.node_ip,
+    };
+    if let Some(warning) = wedge_edged::dns::unreachable_from_pods(&settings.dns) {
+        tracing::warn!("{warning}");
+    }
     settings.node_report = Some(node_report_settings(config, node));
     settings.eviction = kubelet.eviction.clone();
     for signal in kubelet.eviction.unread_signals() {
@@ -123,10 +133,33 @@ mod tests {
             (rotation.max_size, rotation.max_files, rotation.interval),
             (1 << 20, 3, Duration::from_secs(5))
         );
+        assert_eq!(s.dns.cluster_domain, "cluster.local");
         let report = s.node_report.unwrap();
         assert_eq!(report.status_every, Duration::from_secs(5));
         assert_eq!(report.report_every, Duration::from_secs(60));
         assert_eq!(report.lease_duration, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn the_nodes_dns_reaches_edged_and_an_empty_resolv_conf_is_none() {
+        let config = EdgeCoreConfig::from_yaml_str(
+            "modules:\n  edged:\n    tailoredKubeletConfig:\n      \
+             clusterDNS: [169.254.96.16]\n      clusterDomain: edge.local\n      resolvConf: ''\n",
+        )
+        .unwrap();
+        let s = edged_settings(&config, "edge-1");
+        assert_eq!(
+            s.dns.cluster_dns,
+            ["169.254.96.16".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert_eq!(s.dns.cluster_domain, "edge.local");
+        assert_eq!(s.dns.resolv_conf, None);
+        let s = edged_settings(&EdgeCoreConfig::default(), "edge-1");
+        assert!(s.dns.cluster_dns.is_empty());
+        assert_eq!(
+            s.dns.resolv_conf.as_deref(),
+            Some(std::path::Path::new("/etc/resolv.conf"))
+        );
     }
 
     #[test]

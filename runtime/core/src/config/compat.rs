@@ -40,7 +40,8 @@ const IGNORED: &[&str] = &[
 /// Keys Wedge acts on inside an [`IGNORED`] section. The longest matching
 /// entry of the two lists decides; a key in neither is acted on.
 const ACTED_ON: &[&str] = &[
-    // MetaServer serves KubeEdge's unhold-upgrade extension on this address (plain HTTP).
+    // MetaServer serves the Kubernetes API (get, list, watch, writes through the cloud) and
+    // KubeEdge's unhold-upgrade extension on this address (plain HTTP).
     "modules.metaManager.metaServer.enable",
     "modules.metaManager.metaServer.server",
     "modules.edged.enable",
@@ -53,6 +54,10 @@ const ACTED_ON: &[&str] = &[
     "modules.edged.registerNodeNamespace",
     "modules.edged.rootDirectory",
     "modules.edged.seccompDefault",
+    // Pods' resolv.conf, hostnames and hosts files are made from these, as kubelet makes them.
+    "modules.edged.tailoredKubeletConfig.clusterDNS",
+    "modules.edged.tailoredKubeletConfig.clusterDomain",
+    "modules.edged.tailoredKubeletConfig.resolvConf",
     // Docker's socket runs pods on Docker, any other endpoint on a CRI runtime.
     "modules.edged.tailoredKubeletConfig.containerRuntimeEndpoint",
     // CRI container logs are rotated by these (Docker keeps its own).

@@ -26,6 +26,8 @@ pub const DEFAULT_ADDRESS: &str = "127.0.0.1";
 pub const DEFAULT_READ_ONLY_PORT: i32 = 10350;
 /// Kubernetes' default cluster domain.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+/// Kubelet's default `resolvConf`: the host's resolver configuration is pods' base.
+pub const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";
 /// Kubelet's default: compare the node status this often.
 pub const DEFAULT_NODE_STATUS_UPDATE_FREQUENCY: GoDuration = GoDuration::from_secs(10);
 /// Kubelet's default: send the node status at least this often.
@@ -163,7 +165,7 @@ optional_section! {
         /// Most PIDs per pod; -1 = no limit.
         pod_pids_limit: i64 = -1_i64,
         /// resolv.conf given to pods as the base of their DNS.
-        resolv_conf: String = "/etc/resolv.conf",
+        resolv_conf: String = DEFAULT_RESOLV_CONF,
         /// Enforce CPU limits with CFS quota.
         #[serde(rename = "cpuCFSQuota")]
         cpu_cfs_quota: bool = true,

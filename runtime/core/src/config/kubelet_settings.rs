@@ -17,7 +17,7 @@ use super::kubelet::{
     DEFAULT_IMAGE_GC_HIGH_THRESHOLD_PERCENT, DEFAULT_IMAGE_GC_LOW_THRESHOLD_PERCENT,
     DEFAULT_IMAGE_MINIMUM_GC_AGE, DEFAULT_MAX_PODS, DEFAULT_NODE_LEASE_DURATION_SECONDS,
     DEFAULT_NODE_STATUS_REPORT_FREQUENCY, DEFAULT_NODE_STATUS_UPDATE_FREQUENCY,
-    DEFAULT_READ_ONLY_PORT, DEFAULT_RUNTIME_ENDPOINT, DEFAULT_STATIC_POD_PATH,
+    DEFAULT_READ_ONLY_PORT, DEFAULT_RESOLV_CONF, DEFAULT_RUNTIME_ENDPOINT, DEFAULT_STATIC_POD_PATH,
 };
 use super::model::EdgeCoreConfig;
 
@@ -46,6 +46,9 @@ pub struct KubeletSettings {
     pub cluster_dns: Vec<IpAddr>,
     /// `clusterDomain`: the cluster's DNS domain (`cluster.local`).
     pub cluster_domain: String,
+    /// `resolvConf`: the node's resolver configuration, the base of pods' DNS
+    /// (`/etc/resolv.conf`); empty for none.
+    pub resolv_conf: String,
     /// `registerNode`: whether the Node object is registered (true).
     pub register_node: bool,
     /// `imageGCHighThresholdPercent`: disk usage that starts image GC (85).
@@ -136,6 +139,7 @@ impl EdgeCoreConfig {
                 .filter_map(|ip| ip.parse().ok())
                 .collect(),
             cluster_domain: text(&k.cluster_domain, DEFAULT_CLUSTER_DOMAIN),
+            resolv_conf: text(&k.resolv_conf, DEFAULT_RESOLV_CONF),
             register_node: k.register_node.unwrap_or(true),
             image_gc_high_threshold_percent: bounded(
                 i64::from(
@@ -209,6 +213,7 @@ mod tests {
         assert_eq!(k.max_pods, 110);
         assert!(k.cluster_dns.is_empty());
         assert_eq!(k.cluster_domain, "cluster.local");
+        assert_eq!(k.resolv_conf, "/etc/resolv.conf");
         assert!(k.register_node);
         assert_eq!(
             (
@@ -267,6 +272,7 @@ mod tests {
              nodeStatusUpdateFrequency: 5s\n      nodeStatusReportFrequency: 1m0s\n      \
              nodeLeaseDurationSeconds: 20\n      readOnlyPort: 0\n      maxPods: 30\n      \
              clusterDNS: [169.254.96.16, fd00::10]\n      clusterDomain: edge.local\n      \
+             resolvConf: ''\n      \
              imageGCHighThresholdPercent: 70\n      imageGCLowThresholdPercent: 50\n      \
              imageMinimumGCAge: 2h45m\n      imageMaximumGCAge: 24h\n      registerNode: false\n      \
              containerRuntimeEndpoint: unix:///run/cri-dockerd.sock\n",
@@ -286,6 +292,7 @@ mod tests {
             ]
         );
         assert_eq!(k.cluster_domain, "edge.local");
+        assert_eq!(k.resolv_conf, "");
         assert_eq!(k.image_gc_high_threshold_percent, 70);
         assert_eq!(k.image_gc_low_threshold_percent, 50);
         assert_eq!(

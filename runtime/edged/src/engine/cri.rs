@@ -1,10 +1,11 @@
 //! A CRI v1 runtime (containerd, CRI-O, cri-dockerd) through `wedge-cri`.
 //!
 //! The same [`ContainerPlan`]s as on Docker, translated the way a kubelet fills CRI requests:
-//! - a sandbox plan becomes `RunPodSandbox` (metadata from the pod labels, the plan's hostname
-//!   and published ports as port mappings, `hostNetwork` as the node's network namespace, the
-//!   pod's sysctls, and the pod's log directory `<pod_logs_dir>/<ns>_<pod>_<uid>`); the
-//!   runtime starts it at once and gives it its network from CNI;
+//! - a sandbox plan becomes `RunPodSandbox` (metadata from the pod labels, the plan's hostname,
+//!   its resolver configuration as `dns_config`, published ports as port mappings,
+//!   `hostNetwork` as the node's network namespace, the pod's sysctls, and the pod's log
+//!   directory `<pod_logs_dir>/<ns>_<pod>_<uid>`); the runtime starts it at once and gives it
+//!   its network from CNI;
 //! - an app plan joins its sandbox (`network_mode: container:<sandbox id>`) through
 //!   `CreateContainer`, with the sandbox's config, binds as mounts, limits as CFS quota and
 //!   memory limit, the security plan as the Linux security context, and its log at
@@ -237,6 +238,12 @@ impl CriEngine {
                     .unwrap_or(0),
             }),
             hostname: plan.hostname.clone().unwrap_or_default(),
+            // The runtime writes the pod's resolv.conf from it (the host's copied without).
+            dns_config: plan.dns.resolver.as_ref().map(|r| cri::DnsConfig {
+                servers: r.servers.clone(),
+                searches: r.searches.clone(),
+                options: r.options.clone(),
+            }),
             log_directory: self.log_directory(&plan.labels).display().to_string(),
             port_mappings,
             labels: plan.labels.clone(),

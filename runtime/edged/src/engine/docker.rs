@@ -40,6 +40,18 @@ fn is_not_found(e: &bollard::errors::Error) -> bool {
     )
 }
 
+/// The `DnsSearch` of a resolver configuration. Docker fills each part a container leaves
+/// empty from the host's resolv.conf; an empty search list is therefore given as `.`, which
+/// Docker writes as no `search` line, as containerd writes an empty one. (Empty nameservers or
+/// options have no such escape and come from the host.)
+pub fn docker_searches(resolver: &crate::dns::ResolverConfig) -> Vec<String> {
+    if resolver.searches.is_empty() {
+        vec![".".to_owned()]
+    } else {
+        resolver.searches.clone()
+    }
+}
+
 impl DockerEngine {
     /// Connects to the engine at the unix socket `path`, or with `None` the local default
     /// (`DOCKER_HOST` or `/var/run/docker.sock`), agrees on an API version it speaks (Debian's
@@ -121,7 +133,9 @@ impl DockerEngine {
         Ok(())
     }
 
-    /// Creates (does not start) a container; returns its id.
+    /// Creates (does not start) a container; returns its id. A resolver configuration in the
+    /// plan becomes `Dns`/`DnsSearch`/`DnsOptions`, from which Docker writes the container's
+    /// resolv.conf (see [`docker_searches`] for an empty search list).
     pub async fn create(&self, plan: &ContainerPlan) -> Result<String, EngineError> {
         // A container port may be published on several host ports.
         let mut port_bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
@@ -137,6 +151,7 @@ impl DockerEngine {
         }
         let security = &plan.security;
         let some = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
+        let resolver = plan.dns.resolver.as_ref();
         let body = ContainerCreateBody {
             image: Some(plan.image.clone()),
             user: security.user.clone(),
@@ -146,6 +161,7 @@ impl DockerEngine {
             working_dir: plan.working_dir.clone(),
             labels: Some(plan.labels.clone()),
             hostname: plan.hostname.clone(),
+            domainname: plan.dns.domainname.clone(),
             exposed_ports: (!port_bindings.is_empty())
                 .then(|| port_bindings.keys().cloned().collect()),
             host_config: Some(HostConfig {
@@ -162,6 +178,10 @@ impl DockerEngine {
                 group_add: some(&security.group_add),
                 sysctls: (!security.sysctls.is_empty())
                     .then(|| security.sysctls.clone().into_iter().collect()),
+                dns: resolver.map(|r| r.servers.clone()),
+                dns_search: resolver.map(docker_searches),
+                dns_options: resolver.map(|r| r.options.clone()),
+                extra_hosts: some(&plan.dns.extra_hosts),
                 ..Default::default()
             }),
             ..Default::default()

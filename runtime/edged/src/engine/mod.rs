@@ -133,6 +133,9 @@ pub struct ContainerPlan {
     pub hostname: Option<String>,
     /// User, groups, capabilities, sysctls... from the pod's `securityContext`.
     pub security: crate::security_context::SecurityPlan,
+    /// Resolver configuration, domain and extra hosts the engine writes itself; empty on a
+    /// container that joins a sandbox (see `crate::name_plan`).
+    pub dns: crate::dns::DnsPlan,
 }
 
 /// One of edged's containers as the engine lists it.

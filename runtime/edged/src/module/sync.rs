@@ -520,7 +520,14 @@ impl PodSync {
                 let node = &self.settings().node_name;
                 let created = async {
                     self.engine.ensure_sandbox_image(image).await?;
-                    let plan = sandbox::plan(node, pod, image, attempt);
+                    let mut plan = sandbox::plan(node, pod, image, attempt);
+                    let not_configured = |message: String| EngineError::Image {
+                        reason: "ContainerCreating",
+                        message,
+                    };
+                    let resolver = self.pod_resolver(pod).map_err(not_configured)?;
+                    crate::name_plan::for_sandbox(&mut plan, pod, &self.settings().dns, resolver)
+                        .map_err(|e| not_configured(e.message))?;
                     self.engine.create_sandbox(&plan).await
                 }
                 .await;
@@ -748,6 +755,28 @@ impl PodSync {
                 spec,
                 settings.seccomp_default,
             );
+            // Without a sandbox the container owns its resolver configuration.
+            let resolver = match sandbox_id {
+                Some(_) => None,
+                None => Some(self.pod_resolver(pod).map_err(config_error)?),
+            };
+            let hosts = crate::name_plan::for_container(
+                &mut plan,
+                pod,
+                spec,
+                sandbox_id,
+                resolver,
+                &settings.pods_root,
+                &settings.dns,
+            )
+            .map_err(|e| config_error(e.message))?;
+            let mut hosts_complete = true;
+            if let Some(file) = &hosts {
+                hosts_complete = self
+                    .write_hosts(pod, file, sandbox_id)
+                    .await
+                    .map_err(config_error)?;
+            }
             let id = self.engine.create(&plan).await?;
             self.events.record(
                 pod,
@@ -757,6 +786,12 @@ impl PodSync {
                 format!("Created container: {}", spec.name),
             );
             sandbox.running().await?;
+            // A sandbox that was starting has its IP now: the hosts file gets its line.
+            if let Some(file) = hosts.as_ref().filter(|_| !hosts_complete) {
+                self.write_hosts(pod, file, sandbox_id)
+                    .await
+                    .map_err(config_error)?;
+            }
             self.engine.start(&id).await
         }
         .await;
@@ -808,6 +843,58 @@ impl PodSync {
                 false
             }
         }
+    }
+
+    /// The pod's resolver configuration from the node's DNS settings (read afresh, as kubelet
+    /// reads `resolvConf` for each sandbox); kubelet's DNS warnings become pod events.
+    fn pod_resolver(&self, pod: &Pod) -> Result<crate::dns::ResolverConfig, String> {
+        let node = &self.settings().dns;
+        let host = crate::dns::host_config(node).map_err(|e| e.to_string())?;
+        let dns = crate::dns::pod_dns(pod, node, host);
+        for warning in dns.warnings {
+            tracing::debug!(pod = %pod.key(), reason = warning.reason, "{}", warning.message);
+            self.events.record(
+                pod,
+                None,
+                EventType::Warning,
+                warning.reason,
+                warning.message,
+            );
+        }
+        Ok(dns.config)
+    }
+
+    /// Writes the pod's hosts file `file` (see `crate::name_plan`) with the address of its
+    /// sandbox `sandbox_id`; true when the content is final, false when the sandbox has no
+    /// address yet (it is starting) and the file is to be written again once it runs.
+    async fn write_hosts(
+        &self,
+        pod: &Pod,
+        file: &std::path::Path,
+        sandbox_id: Option<&str>,
+    ) -> Result<bool, String> {
+        let ips: Vec<String> = match sandbox_id {
+            Some(id) if !pod.spec.host_network => self
+                .engine
+                .sandbox_ip(id)
+                .await
+                .ok()
+                .flatten()
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        };
+        let complete = pod.spec.host_network || !ips.is_empty();
+        let content =
+            crate::name_plan::hosts_content(pod, &ips, &self.settings().dns).map_err(|e| {
+                format!(
+                    "cannot read the node's {}: {e}",
+                    crate::etc_hosts::NODE_HOSTS
+                )
+            })?;
+        crate::etc_hosts::write(file, &content)
+            .map_err(|e| format!("cannot write the pod's hosts file {}: {e}", file.display()))?;
+        Ok(complete)
     }
 
     /// Asks the cloud (through metamanager) to remove a gracefully deleted pod whose

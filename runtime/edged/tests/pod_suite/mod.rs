@@ -22,6 +22,9 @@ use wedge_edged::engine::{Engine, ManagedContainer};
 use wedge_edged::server::ServerSettings;
 use wedge_edged::{Edged, EdgedSettings};
 
+mod dns;
+mod dns_server;
+
 /// A node with edged and the test as metamanager.
 struct Node {
     bus: Bus,
