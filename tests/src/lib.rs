@@ -15,6 +15,7 @@ pub mod hostile;
 pub mod http_device;
 pub mod https_files;
 pub mod inproc_link;
+pub mod kube_http;
 pub mod modbus_rtu_server;
 pub mod modbus_server;
 pub mod mosquitto;
