@@ -14,6 +14,7 @@ mod device;
 mod dmi;
 mod hold;
 mod join;
+mod keadm;
 mod lease;
 mod metaserver;
 mod pods;
@@ -124,6 +125,10 @@ fn main() -> ExitCode {
         (
             "rules_carry_messages_through_eventbus_and_servicebus",
             Box::new(router::rules_carry_messages_through_eventbus_and_servicebus),
+        ),
+        (
+            "keadm_ctl_gets_describes_logs_execs_and_restarts_a_pod",
+            Box::new(keadm::keadm_ctl_gets_describes_logs_execs_and_restarts_a_pod),
         ),
         (
             "metaserver_lists_watches_and_serves_through_an_outage",

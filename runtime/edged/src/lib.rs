@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod ctl;
 pub mod disk;
 pub mod dns;
 pub mod engine;

@@ -591,6 +591,11 @@ impl SyncLoop {
 
     /// Handles one message from the bus.
     fn handle(&mut self, msg: Message) {
+        if crate::ctl::is_ctl(&msg.route.operation) {
+            let (engine, bus) = (self.sync.engine.clone(), self.sync.bus.clone());
+            let node = self.sync.edged.settings.node_name.clone();
+            return crate::ctl::spawn(engine, bus, node, msg);
+        }
         let resource = wedge_core::Resource::parse(&msg.route.resource).ok();
         let is_pod = resource.as_ref().is_some_and(|r| r.kind == "pod");
         let changed = matches!(

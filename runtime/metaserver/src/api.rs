@@ -48,16 +48,19 @@ pub struct Api {
     /// The last discovery answers, by path.
     discovery: Mutex<HashMap<String, Bytes>>,
     in_flight: Arc<tokio::sync::Semaphore>,
+    ctl: crate::ctl::Ctl,
 }
 
 impl Api {
-    /// The REST side over `cache`, asking the cloud through `agent`.
-    pub fn new(cache: Arc<Cache>, agent: Arc<Agent>) -> Api {
+    /// The REST side over `cache`, asking the cloud through `agent` and edged through `ctl`
+    /// (the `keadm ctl` extensions).
+    pub fn new(cache: Arc<Cache>, agent: Arc<Agent>, ctl: crate::ctl::Ctl) -> Api {
         Api {
             cache,
             agent,
             discovery: Mutex::new(HashMap::new()),
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
+            ctl,
         }
     }
 
@@ -83,6 +86,16 @@ impl Api {
                 "too many requests in flight on this MetaServer, please try again later",
             );
         };
+        if let Request::Resource(r) = &parsed
+            && crate::ctl::handles(r)
+        {
+            let body = match axum::body::to_bytes(body, MAX_BODY).await {
+                Ok(b) => b,
+                Err(e) => return status::refuse(500, "InternalError", &e.to_string()),
+            };
+            let raw_query = uri.query().unwrap_or("");
+            return self.ctl.serve(&self.cache, r, raw_query, &body).await;
+        }
         match parsed {
             Request::PassThrough => self.pass_through(uri.path()).await,
             Request::Unknown => status::refuse(

@@ -11,9 +11,12 @@
 //!   `/api/v1/nodes/unhold-upgrade`).
 //! - [`selector`] and [`table`]: label and field selectors, and kubectl's `Table` answers.
 //!
+//! - [`ctl`]: the other `keadm ctl` extensions: restart, logs and exec (without a tty) of the
+//!   node's pods, through edged.
+//!
 //! Not built yet (said at start): `featureGates.requireAuthorization` (HTTPS and
-//! service-account tokens), and the `keadm ctl` extensions other than unhold-upgrade
-//! (restart, logs, exec, device update, confirm-upgrade).
+//! service-account tokens), `dummyServer`, and the device-update and confirm-upgrade
+//! extensions.
 
 #![warn(missing_docs)]
 
@@ -21,6 +24,7 @@ pub mod api;
 pub mod application;
 pub mod cache;
 pub mod catalog;
+pub mod ctl;
 pub mod discovery;
 pub mod feed;
 mod module;

@@ -29,6 +29,7 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 pub struct MetaServer {
     settings: Arc<MetaServerSettings>,
     cache: Arc<Cache>,
+    kubelet: Option<wedge_core::kubelet_link::KubeletLink>,
 }
 
 impl MetaServer {
@@ -37,7 +38,15 @@ impl MetaServer {
         MetaServer {
             settings: Arc::new(settings),
             cache: Arc::default(),
+            kubelet: None,
         }
+    }
+
+    /// Reads pod logs for `keadm ctl logs` from edged's kubelet server through `link` (the
+    /// in-process connection edgeStream uses); without it, logs answer that edged is off.
+    pub fn with_kubelet_link(mut self, link: wedge_core::kubelet_link::KubeletLink) -> MetaServer {
+        self.kubelet = Some(link);
+        self
     }
 
     /// The objects it serves (for metrics and tests).
@@ -151,7 +160,14 @@ impl Module for MetaServer {
         let app = server::router(Shared {
             bus: bus.clone(),
             settings: self.settings.clone(),
-            api: Arc::new(Api::new(self.cache.clone(), agent.clone())),
+            api: Arc::new(Api::new(
+                self.cache.clone(),
+                agent.clone(),
+                crate::ctl::Ctl {
+                    bus: bus.clone(),
+                    kubelet: self.kubelet.clone(),
+                },
+            )),
         });
         let stop = ctx.token().clone();
         let serving = tokio::spawn(async move {

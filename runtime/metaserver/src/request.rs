@@ -211,7 +211,8 @@ pub fn query_map(query: Option<&str>) -> HashMap<String, String> {
     map
 }
 
-fn decode(text: &str) -> String {
+/// Percent-decodes a query component (`+` is a space).
+pub fn decode(text: &str) -> String {
     fn hex(b: u8) -> Option<u8> {
         (b as char).to_digit(16).map(|d| d as u8)
     }

@@ -107,6 +107,8 @@ async fn run_node(
     ];
 
     let modules = &config.modules;
+    // edged's kubelet server in this process: edgeStream and MetaServer reach it through this.
+    let (kubelet_link, kubelet_listener) = wedge_core::kubelet_link::kubelet_link(64);
     if modules.meta_manager.enable {
         store
             .migrate("metamanager", wedge_metamanager::MIGRATIONS)
@@ -124,13 +126,18 @@ async fn run_node(
             tracing::warn!(
                 address = %meta.meta_server.server,
                 "modules.metaManager.metaServer: get, list, watch, writes, discovery and the \
-                 unhold-upgrade extension are served on plain HTTP; TLS, authorization \
-                 (featureGates.requireAuthorization, serviceAccount*, apiAudiences), dummyServer and \
-                 the other keadm ctl extensions (restart, logs, exec, device update) are not built"
+                 keadm ctl extensions (unhold-upgrade, restart, logs, exec without a tty) are served \
+                 on plain HTTP; TLS, authorization (featureGates.requireAuthorization, \
+                 serviceAccount*, apiAudiences), dummyServer, device update and confirm-upgrade \
+                 are not built"
             );
             let settings =
                 wedge_metaserver::MetaServerSettings::from_config(&meta.meta_server, &node);
-            supervisor.spawn(Arc::new(wedge_metaserver::MetaServer::new(settings)))?;
+            let mut metaserver = wedge_metaserver::MetaServer::new(settings);
+            if modules.edged.enable {
+                metaserver = metaserver.with_kubelet_link(kubelet_link.clone());
+            }
+            supervisor.spawn(Arc::new(metaserver))?;
         }
     }
     // The Wasm host first: twin handlers and mappers must be loaded before devicetwin hands
@@ -264,8 +271,6 @@ async fn run_node(
     }
     // Turns true once edged has registered the Node (the tunnel waits for it).
     let mut node_registered = None;
-    // edgeStream's in-process connection to edged's kubelet server.
-    let (kubelet_link, kubelet_listener) = wedge_core::kubelet_link::kubelet_link(64);
     if modules.edged.enable {
         let mut settings = crate::edged_config::edged_settings(&config, &node);
         let ours = &config.wedge.edged;

@@ -91,4 +91,10 @@ pub mod operation {
     pub const PUBLISH: &str = "publish";
     /// Release a pod held by its hold-upgrade annotation (MetaServer → edged).
     pub const UNHOLD_UPGRADE: &str = "unhold-upgrade";
+    /// Stop a pod's app containers so its restart policy starts them again (`keadm ctl
+    /// restart pod`, MetaServer → edged, synchronous).
+    pub const RESTART_POD: &str = "restart";
+    /// Run a command in a pod's container to its end (`keadm ctl exec`, MetaServer → edged,
+    /// synchronous).
+    pub const EXEC_SYNC: &str = "exec-sync";
 }
