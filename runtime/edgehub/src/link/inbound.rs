@@ -103,7 +103,14 @@ pub(crate) async fn deliver(
                 }
             },
             Dispatch::Group(group) => {
+                // The connection state is told to every group that may care; a group with no
+                // module running (taskmanager or MetaServer off) is not a lost message.
+                let broadcast = msg.route.operation == wedge_core::message::operation::CONNECT
+                    && msg.route.source == wedge_core::message::module::EDGEHUB_SOURCE;
                 let n = bus.send_to_group(group, msg).await;
+                if broadcast {
+                    continue;
+                }
                 if n == 0
                     && let Some(more) = said.check(std::time::Instant::now())
                 {
