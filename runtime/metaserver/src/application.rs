@@ -247,6 +247,19 @@ impl Agent {
             "Rejected" if answer.error.err_status.get("code").is_some() => {
                 Outcome::Rejected(answer.error.err_status)
             }
+            // dynamicController wraps some apiserver errors in text; an unknown resource is
+            // still the apiserver's 404.
+            "Rejected"
+                if answer
+                    .reason
+                    .contains("could not find the requested resource") =>
+            {
+                Outcome::Rejected(serde_json::json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": "the server could not find the requested resource",
+                    "reason": "NotFound", "code": 404,
+                }))
+            }
             "Rejected" => Outcome::Rejected(serde_json::json!({
                 "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": answer.reason, "reason": "InternalError", "code": 500,
@@ -288,6 +301,16 @@ impl Agent {
         if last {
             self.sync_watches().await;
         }
+    }
+
+    /// The watch Applications open.
+    pub fn watch_apps(&self) -> Vec<Application> {
+        self.watches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|w| w.app.clone())
+            .collect()
     }
 
     /// Watch Applications open.

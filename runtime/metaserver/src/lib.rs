@@ -29,6 +29,7 @@ pub mod discovery;
 pub mod feed;
 mod module;
 pub mod request;
+pub mod resync;
 pub mod selector;
 mod server;
 mod settings;

@@ -185,9 +185,16 @@ impl Module for MetaServer {
                         && msg.content.as_string().as_deref() == Some("cloud_connected");
                     self.take(&agent, &msg);
                     if reconnected {
-                        // The cloud forgot our watches with the connection: tell it again.
-                        let agent = agent.clone();
-                        tokio::spawn(async move { agent.sync_watches().await });
+                        // Tell the cloud our watches again (it sends what they cover), then
+                        // remove what it deleted meanwhile (`resync`).
+                        let (agent, cache, bus) = (agent.clone(), self.cache.clone(), bus.clone());
+                        tokio::spawn(async move {
+                            agent.sync_watches().await;
+                            let removed = crate::resync::deletions(&agent, &cache, &bus).await;
+                            if removed > 0 {
+                                tracing::info!(removed, "metaserver: deletions made during the outage applied");
+                            }
+                        });
                     }
                 }
                 _ = bookmarks.tick() => self.cache.bookmark(),
