@@ -59,6 +59,7 @@ async fn cloud_sends(bus: &Bus, op: &str, resource: &str, object: &Value) {
 struct Node {
     rt: tokio::runtime::Runtime,
     bus: Bus,
+    metaserver: Arc<MetaServer>,
     supervisor: Option<Supervisor>,
     _dir: tempfile::TempDir,
     addr: SocketAddr,
@@ -76,7 +77,7 @@ impl Node {
             .unwrap();
         let port = wedge_tests::free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let (bus, supervisor) = rt.block_on(async {
+        let (bus, supervisor, metaserver) = rt.block_on(async {
             let store =
                 Store::open(&dir.path().join("edgecore.db"), StoreOptions::default()).unwrap();
             store
@@ -100,10 +101,9 @@ impl Node {
                 node_name: "node-a".into(),
                 query_timeout: WAIT,
             };
-            supervisor
-                .spawn(Arc::new(MetaServer::new(settings)))
-                .unwrap();
-            (bus, supervisor)
+            let metaserver = Arc::new(MetaServer::new(settings));
+            supervisor.spawn(metaserver.clone()).unwrap();
+            (bus, supervisor, metaserver)
         });
         let deadline = Instant::now() + WAIT;
         while std::net::TcpStream::connect(addr).is_err() {
@@ -122,6 +122,7 @@ impl Node {
         Node {
             rt,
             bus,
+            metaserver,
             supervisor: Some(supervisor),
             _dir: dir,
             addr,
@@ -385,4 +386,59 @@ fn bad_input_gets_a_clear_error_and_the_node_keeps_answering() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn a_watcher_that_does_not_read_is_ended_and_the_others_get_every_change() {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    let node = Node::start(&[("insert", "default/configmap/big", configmap("big", "0", 10))]);
+    // A client that asks for a watch and never reads a byte of it.
+    let mut slow = std::net::TcpStream::connect(node.addr).unwrap();
+    slow.write_all(
+        format!(
+            "GET /api/v1/namespaces/default/configmaps?watch=true&resourceVersion=10 HTTP/1.1\r\nHost: {}\r\n\r\n",
+            node.addr
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let reader = Watch::open(
+        node.addr,
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=10",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // 2,000 changes of 8 KiB: far more than the slow client's queue and socket buffers hold.
+    let filler = "x".repeat(8192);
+    let changes = 2000u64;
+    for i in 0..changes {
+        node.send(
+            "update",
+            "default/configmap/big",
+            &configmap("big", &format!("{i}-{filler}"), 11 + i),
+        );
+    }
+    for i in 0..changes {
+        let (_, line) = reader.until(WAIT, |_| true).unwrap();
+        assert!(
+            line.contains(&format!("\"{i}-x")),
+            "change {i} out of order or missing"
+        );
+    }
+    let stats = &node.metaserver.cache().stats;
+    assert_eq!(
+        stats.shed.load(Ordering::Relaxed),
+        1,
+        "the slow watcher is ended"
+    );
+    assert_eq!(
+        node.metaserver.cache().watches(),
+        1,
+        "the reading one stays"
+    );
+    let (status, list) = node.get("/api/v1/configmaps");
+    assert_eq!((status, names(&list)), (200, vec!["big"]));
+    drop(slow);
+    reader.close();
 }

@@ -203,6 +203,64 @@ pub struct Cache {
     pub stats: CacheStats,
 }
 
+impl Cache {
+    /// Writes the cache's counters and gauges (`wedge_metaserver_*`).
+    pub fn write_metrics(&self, w: &mut wedge_core::metrics::PromWriter) {
+        let counters = [
+            (
+                "wedge_metaserver_changes_total",
+                "Changes applied to MetaServer's objects.",
+                &self.stats.changes,
+            ),
+            (
+                "wedge_metaserver_stale_total",
+                "Changes ignored: the same or an older version than the one held.",
+                &self.stats.stale,
+            ),
+            (
+                "wedge_metaserver_watchers_shed_total",
+                "Watchers ended because they did not read their events.",
+                &self.stats.shed,
+            ),
+            (
+                "wedge_metaserver_watch_gone_total",
+                "Watches refused with 410 Gone (a version older than the history).",
+                &self.stats.gone,
+            ),
+            (
+                "wedge_metaserver_watch_refused_total",
+                "Watches refused because the most are open (429).",
+                &self.stats.refused,
+            ),
+        ];
+        for (name, help, value) in counters {
+            w.family(name, help, "counter");
+            w.sample(name, &[], value.load(Ordering::Relaxed) as f64);
+        }
+        let gauges = [
+            (
+                "wedge_metaserver_objects",
+                "Objects MetaServer serves from the node.",
+                self.len() as f64,
+            ),
+            (
+                "wedge_metaserver_watches",
+                "Watches open.",
+                self.watches() as f64,
+            ),
+            (
+                "wedge_metaserver_revision",
+                "The highest resource version MetaServer has seen.",
+                self.revision() as f64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            w.family(name, help, "gauge");
+            w.sample(name, &[], value);
+        }
+    }
+}
+
 /// The `metadata.resourceVersion` of `object` as a number (0 when absent or not a number).
 pub fn rv_of(object: &Value) -> u64 {
     object["metadata"]["resourceVersion"]

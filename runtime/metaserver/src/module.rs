@@ -105,6 +105,13 @@ impl MetaServer {
     }
 }
 
+impl wedge_core::metrics::MetricsSource for MetaServer {
+    /// Writes the objects, watches and what was refused or shed (`wedge_metaserver_*`).
+    fn write_metrics(&self, w: &mut wedge_core::metrics::PromWriter) {
+        self.cache.write_metrics(w);
+    }
+}
+
 impl Module for MetaServer {
     fn name(&self) -> &'static str {
         NAME

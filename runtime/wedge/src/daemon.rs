@@ -137,7 +137,9 @@ async fn run_node(
             if modules.edged.enable {
                 metaserver = metaserver.with_kubelet_link(kubelet_link.clone());
             }
-            supervisor.spawn(Arc::new(metaserver))?;
+            let metaserver = Arc::new(metaserver);
+            sources.push(metaserver.clone());
+            supervisor.spawn(metaserver)?;
         }
     }
     // The Wasm host first: twin handlers and mappers must be loaded before devicetwin hands

@@ -47,9 +47,12 @@ struct Args {
     /// Use the objects already there.
     #[arg(long)]
     skip_setup: bool,
-    /// `list`: only LIST latency.
+    /// `list`: only LIST latency; `flood`: only `--flood` watch requests at once.
     #[arg(long)]
     only: Option<String>,
+    /// Watch requests opened at once for the flood figure (each on its own connection).
+    #[arg(long, default_value_t = 10_000)]
+    flood: usize,
 }
 
 struct Target {
@@ -184,6 +187,9 @@ fn main() -> Result<()> {
             at.elapsed()
         );
     }
+    if args.only.as_deref() == Some("flood") {
+        return flood(&targets, args.flood);
+    }
     // A watch per kind on each node: the cloud then sends the node both kinds.
     let mut warm = Vec::new();
     if args.only.is_none() {
@@ -309,5 +315,68 @@ fn main() -> Result<()> {
         std::thread::sleep(Duration::from_secs(5));
     }
     drop(warm);
+    Ok(())
+}
+
+/// `n` watch requests at once on each target: how many are served and refused, the memory
+/// while they are open and after, and a LIST's time meanwhile.
+fn flood(targets: &[Target], n: usize) -> Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    println!(
+        "\n| {n} watch requests at once | 200 | 429 | other / failed | LIST during, ms | RSS before / during / after MiB |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for t in targets {
+        let before = t.pid.map(rss_kib).transpose()?.unwrap_or(0);
+        let mut conns = Vec::with_capacity(n);
+        let mut failed = 0;
+        for _ in 0..n {
+            match std::net::TcpStream::connect_timeout(&t.addr, Duration::from_secs(5)) {
+                Ok(mut c) => {
+                    let req = format!(
+                        "GET /api/v1/namespaces/{NS}/configmaps?watch=true&timeoutSeconds=600 HTTP/1.1\r\nHost: {}\r\n\r\n",
+                        t.addr
+                    );
+                    if c.write_all(req.as_bytes()).is_ok() {
+                        conns.push(c);
+                    } else {
+                        failed += 1;
+                    }
+                }
+                Err(_) => failed += 1,
+            }
+        }
+        let (mut ok, mut refused, mut other) = (0, 0, 0);
+        for c in &conns {
+            let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
+            let mut line = String::new();
+            let status = BufReader::new(c).read_line(&mut line).ok().and_then(|_| {
+                line.split_whitespace()
+                    .nth(1)
+                    .and_then(|s| s.parse::<u16>().ok())
+            });
+            match status {
+                Some(200) => ok += 1,
+                Some(429) => refused += 1,
+                _ => other += 1,
+            }
+        }
+        let at = Instant::now();
+        let listed = kube_http::get(t.addr, &format!("/api/v1/namespaces/{NS}/configmaps"))
+            .map(|(s, _)| s)
+            .unwrap_or(0);
+        let list_ms = ms(at.elapsed());
+        let during = t.pid.map(rss_kib).transpose()?.unwrap_or(0);
+        drop(conns);
+        std::thread::sleep(Duration::from_secs(10));
+        let after = t.pid.map(rss_kib).transpose()?.unwrap_or(0);
+        println!(
+            "| {} | {ok} | {refused} | {other} / {failed} | {list_ms} (status {listed}) | {:.1} / {:.1} / {:.1} |",
+            t.name,
+            before as f64 / 1024.0,
+            during as f64 / 1024.0,
+            after as f64 / 1024.0
+        );
+    }
     Ok(())
 }
