@@ -80,9 +80,7 @@ impl Api {
             return self.watch(r, &query, &headers);
         }
         let Ok(_permit) = self.in_flight.clone().try_acquire_owned() else {
-            return status::refuse(
-                429,
-                "TooManyRequests",
+            return status::too_many(
                 "too many requests in flight on this MetaServer, please try again later",
             );
         };
@@ -405,13 +403,9 @@ impl Api {
         let watch = match self.cache.watch(spec, from) {
             Ok(w) => w,
             Err(WatchRefused::TooMany(n)) => {
-                return status::refuse(
-                    429,
-                    "TooManyRequests",
-                    &format!(
-                        "too many watches open on this MetaServer ({n}), please try again later"
-                    ),
-                );
+                return status::too_many(&format!(
+                    "too many watches open on this MetaServer ({n}), please try again later"
+                ));
             }
             Err(gone @ WatchRefused::Gone { .. }) => {
                 let line = format!(

@@ -177,11 +177,7 @@ impl Module for MetaServer {
             )),
         });
         let stop = ctx.token().clone();
-        let serving = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await
-        });
+        let serving = tokio::spawn(serve(listener, app, stop));
         let mut bookmarks = tokio::time::interval(BOOKMARK_EVERY);
         bookmarks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -211,5 +207,44 @@ impl Module for MetaServer {
             Ok(Ok(())) | Err(_) => Ok(()),
             Ok(Err(e)) => Err(format!("metaserver: the server stopped: {e}").into()),
         }
+    }
+}
+
+/// How much a connection's writer buffers before it waits for its client (hyper's default is
+/// ~400 KiB). A watch whose client does not read holds at most this in Wedge, not hyper's
+/// default times every open watch: 1,000 unread watches held 342 MiB with the default.
+const WRITE_BUFFER: usize = 64 * 1024;
+
+/// Serves `app` on `listener` until `stop`, each connection with a bounded write buffer.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    stop: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                // Out of descriptors and the like: the listener stays; try again shortly.
+                Err(e) => {
+                    tracing::warn!("metaserver: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => return Ok(()),
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .max_buf_size(WRITE_BUFFER)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+            }
+        });
     }
 }

@@ -45,6 +45,16 @@ pub fn not_found(group: &str, resource: &str, name: &str) -> Response {
     answer(&s)
 }
 
+/// `429 TooManyRequests` with `Retry-After: 1`, closing the connection: a client told to back
+/// off holds nothing on the node while it waits.
+pub fn too_many(message: &str) -> Response {
+    let mut r = refuse(429, "TooManyRequests", message);
+    let headers = r.headers_mut();
+    headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 /// `400 BadRequest`.
 pub fn bad_request(message: &str) -> Response {
     refuse(400, "BadRequest", message)

@@ -220,7 +220,7 @@ pub struct EdgeHubSettings {
 impl Default for EdgeHubSettings {
     fn default() -> Self {
         Self {
-            max_frame_bytes: 4 * 1024 * 1024,
+            max_frame_bytes: 32 * 1024 * 1024,
             reconnect_initial_ms: 100,
             reconnect_max_ms: 800,
         }

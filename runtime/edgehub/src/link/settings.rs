@@ -7,9 +7,10 @@ use wedge_core::config::{EdgeCoreConfig, EdgeHub as EdgeHubConfig};
 
 use super::backoff::BackoffSettings;
 
-/// Largest inbound frame decoded by default (4 MiB, `wedge.edgeHub.maxFrameBytes`). KubeEdge
-/// sets no limit; Wedge bounds the memory one frame may take.
-pub const DEFAULT_MAX_FRAME: usize = 4 * 1024 * 1024;
+/// Largest inbound frame decoded by default (32 MiB, `wedge.edgeHub.maxFrameBytes`). KubeEdge
+/// sets no limit; Wedge bounds the memory one frame may take. A LIST MetaServer asks of the
+/// cloud comes back as one frame: 1,000 pods are 4.4 MB, which the earlier 4 MiB refused.
+pub const DEFAULT_MAX_FRAME: usize = 32 * 1024 * 1024;
 
 /// Why `modules.edgeHub` cannot drive a link.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -173,7 +174,7 @@ mod tests {
         assert_eq!((s.message_qps, s.message_burst), (30, 60));
         assert_eq!(s.handshake_timeout, Duration::from_secs(30));
         assert_eq!(s.write_timeout, Duration::from_secs(15));
-        assert_eq!(s.max_frame, 4 * 1024 * 1024);
+        assert_eq!(s.max_frame, 32 * 1024 * 1024);
         assert_eq!(s.ca_file, PathBuf::from("/etc/kubeedge/ca/rootCA.crt"));
         assert_eq!(s.cert_file, PathBuf::from("/etc/kubeedge/certs/server.crt"));
         assert_eq!(s.key_file, PathBuf::from("/etc/kubeedge/certs/server.key"));
