@@ -10,7 +10,7 @@
 //!   dials 5 s apart then 30 s of sleep: back within a second of the cloud's return.
 //! - Outbound traffic is durable: committed to the outbox before it is written, resent after a
 //!   reconnect or restart in order with the same `msg_id` (at least once; see [`EdgeHub`]).
-//! - Inbound frames over [`LinkSettings::max_frame`] (`wedge.edgeHub.maxFrameBytes`, 4 MiB by
+//! - Inbound frames over [`LinkSettings::max_frame`] (`wedge.edgeHub.maxFrameBytes`, 32 MiB by
 //!   default) are skipped like malformed ones.
 //! - `messageQPS: 0` means unlimited ([`TokenBucket`]).
 
