@@ -217,14 +217,13 @@ impl Api {
         query: &HashMap<String, String>,
         headers: &HeaderMap,
     ) -> Response {
-        let table = match table_request(headers, query) {
-            Ok(t) => t,
-            Err(text) => return status::bad_request(&text),
-        };
-        let label = query.get("labelSelector").map_or("", String::as_str);
-        let field = query.get("fieldSelector").map_or("", String::as_str);
-        let selects = match selection(&r.resource, label, field) {
-            Ok(s) => s,
+        let ReadParams {
+            table,
+            label,
+            field,
+            selects,
+        } = match read_params(&r.resource, query, headers) {
+            Ok(p) => p,
             Err(text) => return status::bad_request(&text),
         };
         if self.agent.may_ask() {
@@ -358,14 +357,13 @@ impl Api {
         query: &HashMap<String, String>,
         headers: &HeaderMap,
     ) -> Response {
-        let table = match table_request(headers, query) {
-            Ok(t) => t,
-            Err(text) => return status::bad_request(&text),
-        };
-        let label = query.get("labelSelector").map_or("", String::as_str);
-        let field = query.get("fieldSelector").map_or("", String::as_str);
-        let selects = match selection(&r.resource, label, field) {
-            Ok(s) => s,
+        let ReadParams {
+            table,
+            label,
+            field,
+            selects,
+        } = match read_params(&r.resource, query, headers) {
+            Ok(p) => p,
             Err(text) => return status::bad_request(&text),
         };
         let from = match query.get("resourceVersion").map(String::as_str) {
@@ -543,10 +541,37 @@ impl Lines {
     }
 }
 
-type Selects = Box<dyn Fn(&Value) -> bool + Send + Sync>;
+/// What a LIST or WATCH reads from its query and headers.
+struct ReadParams<'q> {
+    table: Option<(TableVersion, IncludeObject)>,
+    label: &'q str,
+    field: &'q str,
+    selects: Selects,
+}
+
+/// A LIST's or WATCH's table request and selectors, or why they are bad (a `400`).
+fn read_params<'q>(
+    resource: &str,
+    query: &'q HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<ReadParams<'q>, String> {
+    let table = table_request(headers, query)?;
+    let label = query.get("labelSelector").map_or("", String::as_str);
+    let field = query.get("fieldSelector").map_or("", String::as_str);
+    let selects = selection(resource, label, field)?;
+    Ok(ReadParams {
+        table,
+        label,
+        field,
+        selects,
+    })
+}
+
+/// Label and field selectors as one predicate over objects.
+pub(crate) type Selects = Box<dyn Fn(&Value) -> bool + Send + Sync>;
 
 /// The label and field selectors of a request as one predicate, or why they are bad.
-fn selection(resource: &str, label: &str, field: &str) -> Result<Selects, String> {
+pub(crate) fn selection(resource: &str, label: &str, field: &str) -> Result<Selects, String> {
     let label = LabelSelector::parse(label).map_err(|e| e.to_string())?;
     let field = FieldSelector::parse(resource, field).map_err(|e| e.to_string())?;
     Ok(Box::new(move |o: &Value| {

@@ -254,16 +254,15 @@ impl Agent {
                     .reason
                     .contains("could not find the requested resource") =>
             {
-                Outcome::Rejected(serde_json::json!({
-                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "message": "the server could not find the requested resource",
-                    "reason": "NotFound", "code": 404,
-                }))
+                Outcome::Rejected(crate::status::object(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                ))
             }
-            "Rejected" => Outcome::Rejected(serde_json::json!({
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": answer.reason, "reason": "InternalError", "code": 500,
-            })),
+            "Rejected" => {
+                Outcome::Rejected(crate::status::object(500, "InternalError", &answer.reason))
+            }
             other => Outcome::Unreachable(format!("the cloud answered {other}: {}", answer.reason)),
         }
     }

@@ -21,7 +21,6 @@ use wedge_core::{Bus, Content, Message};
 use crate::application::{Agent, Application, Outcome, list_options};
 use crate::cache::{Cache, rv_of};
 use crate::catalog;
-use crate::selector::{FieldSelector, LabelSelector};
 
 /// How long metamanager has for one delete.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,10 +52,7 @@ pub async fn deletions(agent: &Agent, cache: &Cache, bus: &Bus) -> usize {
         let options: Value = serde_json::from_slice(&app.option).unwrap_or(Value::Null);
         let label = options["labelSelector"].as_str().unwrap_or("");
         let field = options["fieldSelector"].as_str().unwrap_or("");
-        let (Ok(label_sel), Ok(field_sel)) = (
-            LabelSelector::parse(label),
-            FieldSelector::parse(&resource, field),
-        ) else {
+        let Ok(selects) = crate::api::selection(&resource, label, field) else {
             continue;
         };
         let list = Application::new(
@@ -88,9 +84,7 @@ pub async fn deletions(agent: &Agent, cache: &Cache, bus: &Bus) -> usize {
                 )
             })
             .collect();
-        let selects =
-            |o: &Value| label_sel.matches(o["metadata"].get("labels")) && field_sel.matches(o);
-        let (_, held) = cache.list(&group, &resource, &namespace, &selects);
+        let (_, held) = cache.list(&group, &resource, &namespace, &*selects);
         for stored in held {
             let meta = &stored.object["metadata"];
             let ns = meta["namespace"].as_str().unwrap_or("").to_owned();
